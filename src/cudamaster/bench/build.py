@@ -1,0 +1,213 @@
+"""Compile an implementation (.cu) into a shared library with nvcc, cached by content hash.
+
+The build log and ptxas resource usage are kept beside the library. Libraries link the CUDA
+runtime shared (``-cudart shared``) so that their undefined symbols list only what the
+implementation itself uses (see symbols.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from pathlib import Path
+
+from ..errors import UserError
+
+log = logging.getLogger(__name__)
+
+#: Flags of every build; baselines use these and nothing else (the original used nvcc defaults).
+BASE_FLAGS = ("-O3", "-Xcompiler", "-fPIC", "-shared", "-cudart", "shared", "-Xptxas", "-v")
+LINK_NAMES = {"cublas": "cublas", "cusparse": "cusparse", "cufft": "cufft", "cudnn": "cudnn"}
+
+
+class BuildError(UserError):
+    """nvcc rejected the source; the message carries the compiler's first error."""
+
+    def __init__(self, message: str, log_path: Path) -> None:
+        super().__init__(message)
+        self.log_path = log_path
+
+
+@dataclass
+class KernelResources:
+    """ptxas -v figures for one kernel."""
+
+    kernel: str
+    registers: int = 0
+    shared_bytes: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    stack_bytes: int = 0
+
+
+@dataclass
+class BuildResult:
+    """A built shared library and what the compiler said."""
+
+    source: Path
+    library: Path
+    log_path: Path
+    flags: list[str]
+    cached: bool
+    resources: list[KernelResources] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        return {k: str(v) if isinstance(v, Path) else v for k, v in d.items()}
+
+
+@cache
+def nvcc() -> str:
+    """Path of nvcc, or a UserError saying how to get one."""
+    found = shutil.which("nvcc") or (
+        "/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None
+    )
+    if not found:
+        raise UserError("nvcc not found: install the CUDA toolkit and put its bin/ on PATH")
+    return found
+
+
+@cache
+def nvcc_version() -> str:
+    out = subprocess.run([nvcc(), "--version"], capture_output=True, text=True, check=False)
+    m = re.search(r"release ([\d.]+), V([\d.]+)", out.stdout)
+    return m.group(2) if m else out.stdout.strip().splitlines()[-1]
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("CUDAMASTER_CACHE") or Path.home() / ".cache" / "cudamaster"
+    return Path(root)
+
+
+def _python_nvidia_dirs(sub: str) -> list[Path]:
+    """include/ or lib/ folders of the nvidia-* Python wheels (cuDNN ships only as one)."""
+    dirs: list[Path] = []
+    for entry in sys.path:
+        base = Path(entry) / "nvidia"
+        if base.is_dir():
+            dirs += sorted(p for p in base.glob(f"*/{sub}") if p.is_dir())
+    return dirs
+
+
+def vendor_include_dirs() -> list[Path]:
+    """Where cuBLAS/cuSPARSE/cuDNN headers may be: the toolkit, nvidia wheels, build/vendor."""
+    candidates = [Path("/usr/local/cuda/include")]
+    candidates += _python_nvidia_dirs("include")
+    env = os.environ.get("CUDAMASTER_VENDOR")
+    vendor = Path(env) if env else Path(__file__).resolve().parents[3] / "build" / "vendor"
+    candidates += sorted(vendor.glob("nvidia/*/include"))
+    return [p for p in candidates if p.is_dir()]
+
+
+def vendor_lib_dirs() -> list[Path]:
+    candidates = [Path("/usr/local/cuda/lib64"), *_python_nvidia_dirs("lib")]
+    return [p for p in candidates if p.is_dir()]
+
+
+def _link_flags(links: tuple[str, ...]) -> list[str]:
+    flags: list[str] = []
+    if not links:
+        return flags
+    for d in vendor_lib_dirs():
+        flags += [f"-L{d}", "-Xlinker", f"-rpath={d}"]
+    for name in links:
+        lib = LINK_NAMES[name]
+        # wheels ship only versioned files (libcudnn.so.9): link the versioned name when needed
+        plain = any((d / f"lib{lib}.so").exists() for d in vendor_lib_dirs())
+        if plain:
+            flags.append(f"-l{lib}")
+        else:
+            versioned = sorted(
+                p.name for d in vendor_lib_dirs() for p in d.glob(f"lib{lib}.so.[0-9]*")
+            )
+            flags.append(f"-l:{versioned[0]}" if versioned else f"-l{lib}")
+    return flags
+
+
+_PTXAS_FUNC = re.compile(r"Compiling entry function '(\w+)'|Function properties for (\w+)")
+_PTXAS_USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
+_PTXAS_SPILL = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill")
+
+
+def parse_ptxas(text: str) -> list[KernelResources]:
+    """Per-kernel registers, shared memory, stack and spills from ptxas -v output."""
+    kernels: dict[str, KernelResources] = {}
+    current: KernelResources | None = None
+    for line in text.splitlines():
+        m = _PTXAS_FUNC.search(line)
+        if m:
+            name = m.group(1) or m.group(2)
+            current = kernels.setdefault(name, KernelResources(kernel=name))
+            continue
+        if current is None:
+            continue
+        m = _PTXAS_SPILL.search(line)
+        if m:
+            current.stack_bytes, current.spill_stores, current.spill_loads = map(int, m.groups())
+        m = _PTXAS_USED.search(line)
+        if m:
+            current.registers = int(m.group(1))
+            current.shared_bytes = int(m.group(2) or 0)
+    return list(kernels.values())
+
+
+def _first_error(log_text: str) -> str:
+    for line in log_text.splitlines():
+        if " error" in line or line.startswith("error") or "fatal" in line:
+            return line.strip()
+    lines = [ln for ln in log_text.splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else "nvcc failed with no message"
+
+
+def build(
+    source: Path,
+    arch: str,
+    links: tuple[str, ...] = (),
+    extra_flags: tuple[str, ...] = (),
+    compile_only: bool = False,
+) -> BuildResult:
+    """Build source for arch (e.g. 'sm_90'); a cached result is reused when nothing changed."""
+    source = Path(source)
+    try:
+        code = source.read_bytes()
+    except OSError as exc:
+        raise UserError(f"cannot read {source}: {exc.strerror}") from None
+    includes = [f"-I{d}" for d in vendor_include_dirs()] if links else []
+    out_kind = ["-c"] if compile_only else []
+    flags = [*BASE_FLAGS, f"-arch={arch}", *extra_flags, *includes, *out_kind]
+    if compile_only:
+        flags = [f for f in flags if f not in ("-shared",)]
+    link = [] if compile_only else _link_flags(links)
+    key = hashlib.sha256(
+        b"\0".join([code, " ".join(flags + link).encode(), nvcc_version().encode()])
+    ).hexdigest()[:24]
+    out_dir = cache_dir() / "build" / key
+    library = out_dir / ("impl.o" if compile_only else "impl.so")
+    log_path = out_dir / "build.log"
+    meta_path = out_dir / "build.json"
+    if library.exists() and meta_path.exists():
+        meta = json.loads(meta_path.read_text())
+        resources = [KernelResources(**r) for r in meta["resources"]]
+        return BuildResult(source, library, log_path, flags + link, True, resources)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "source.cu").write_bytes(code)
+    cmd = [nvcc(), *flags, "-o", str(library), str(out_dir / "source.cu"), *link]
+    log.debug("nvcc: %s", " ".join(cmd))
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    log_text = f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}"
+    log_path.write_text(log_text)
+    if proc.returncode != 0:
+        library.unlink(missing_ok=True)
+        first = _first_error(proc.stderr).replace(str(out_dir / "source.cu"), source.name)
+        raise BuildError(f"compile error in {first}", log_path)
+    resources = parse_ptxas(proc.stderr + proc.stdout)
+    meta_path.write_text(json.dumps({"resources": [asdict(r) for r in resources]}))
+    return BuildResult(source, library, log_path, flags + link, False, resources)

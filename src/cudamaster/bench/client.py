@@ -1,0 +1,124 @@
+"""The coordinator's handle on one worker process: spawn, request with a timeout, kill."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: Environment variables never passed to a worker (API keys and other secrets).
+SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
+
+
+def worker_env() -> dict[str, str]:
+    """The parent's environment without anything that looks like a secret."""
+    env = {k: v for k, v in os.environ.items() if not SECRET.search(k)}
+    src = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class WorkerDied(Exception):
+    """The worker crashed, exited or hung; ``verdict`` is crash, timeout or runtime_error."""
+
+    def __init__(self, verdict: str, detail: str) -> None:
+        super().__init__(detail)
+        self.verdict = verdict
+        self.detail = detail
+
+
+class WorkerClient:
+    """One live worker process running one implementation."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.stderr = tempfile.NamedTemporaryFile(prefix=f"worker-{label}-", suffix=".log", delete=False)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cudamaster.bench.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            env=worker_env(),
+            start_new_session=True,
+        )
+        self.selector = selectors.DefaultSelector()
+        assert self.proc.stdout is not None
+        self.selector.register(self.proc.stdout, selectors.EVENT_READ)
+        self._buffer = b""
+
+    def stderr_tail(self, lines: int = 8) -> str:
+        try:
+            text = Path(self.stderr.name).read_text(errors="replace")
+        except OSError:
+            return ""
+        keep = [ln for ln in text.splitlines() if ln.strip()][-lines:]
+        return " | ".join(keep)
+
+    def request(self, timeout_s: float, **msg: Any) -> dict:
+        """Send one command and wait for its reply; WorkerDied on crash, exit or timeout."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise self._died() from None
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.kill()
+                raise WorkerDied("timeout", f"no answer to {msg['cmd']} within {timeout_s:.0f} s")
+            if not self.selector.select(timeout=min(remaining, 1.0)):
+                if self.proc.poll() is not None:
+                    raise self._died()
+                continue
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
+            if not chunk:
+                raise self._died()
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        reply = json.loads(line)
+        if reply.get("fatal"):
+            self.kill()
+            raise WorkerDied(reply.get("verdict", "runtime_error"), reply.get("error", "unknown error"))
+        return reply
+
+    def _died(self) -> WorkerDied:
+        code = self.proc.wait(timeout=30)
+        if code < 0:
+            sig = signal.Signals(-code).name
+            return WorkerDied("crash", f"worker killed by {sig}; stderr: {self.stderr_tail()}")
+        return WorkerDied("crash", f"worker exited with code {code}; stderr: {self.stderr_tail()}")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=30)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write(b'{"cmd": "exit"}\n')
+                self.proc.stdin.flush()
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.kill()
+        self.selector.close()
+        self.stderr.close()
+        Path(self.stderr.name).unlink(missing_ok=True)

@@ -1,0 +1,409 @@
+"""Evaluate implementations of one operator on one (variant, suite): verify, then time.
+
+Every implementation runs in its own worker process. Per case: seeded input sets are made and
+the float64 oracle computed once; each implementation's first call is checked; those that pass
+are timed together, turn by turn, so that clock drift cancels in their ratios; the output of the
+last timed call of every turn is checked too; finally a fresh input set is checked again.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import STORAGE, concrete, to_float64
+from ..errors import UserError
+from ..tasks import Case, Task
+from .build import BuildError, BuildResult, build
+from .client import WorkerClient, WorkerDied
+from .inputs import InputSet, case_seed, make_inputs
+from .symbols import SymbolReport, check_library, defines_symbol
+from .timing import TimingPolicy, TimingStats, settled, summarize
+from .verify import CheckResult, compare
+
+log = logging.getLogger(__name__)
+
+CHECK_SET, TIMING_SETS, RECHECK_SET = 0, (0, 1), 2
+N_SETS = 3
+
+
+@dataclass
+class Impl:
+    """An implementation to evaluate: a .cu file and how far it is trusted."""
+
+    label: str
+    source: Path
+    trusted: bool = False  # baselines and library baselines may link vendor libraries
+    links: tuple[str, ...] = ()
+    extra_flags: tuple[str, ...] = ()
+
+
+@dataclass
+class CaseResult:
+    index: int
+    params: dict[str, Any]
+    complexity: int
+    seeds: list[int]
+    verdict: str = "pending"  # ok | wrong | crash | timeout | runtime_error | ...
+    detail: str = ""
+    paper_rule_passed: bool | None = None
+    checks: list[CheckResult] = field(default_factory=list)
+    cold: TimingStats | None = None
+    hot: TimingStats | None = None
+    wall_ms_first_call: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "ok"
+
+
+@dataclass
+class ImplResult:
+    label: str
+    source: str
+    verdict: str = "pending"  # ok | wrong | compile_error | forbidden | missing_symbol | ...
+    detail: str = ""
+    build: BuildResult | None = None
+    symbols: SymbolReport | None = None
+    cases: list[CaseResult] = field(default_factory=list)
+
+    @property
+    def correct(self) -> bool:
+        return self.verdict == "ok"
+
+
+@dataclass
+class EvalReport:
+    task: str
+    variant: str
+    suite: str
+    base_seed: int
+    arch: str
+    device: dict[str, Any]
+    impls: list[ImplResult]
+    wall_s: float = 0.0
+
+    def impl(self, label: str) -> ImplResult | None:
+        return next((i for i in self.impls if i.label == label), None)
+
+
+@dataclass
+class _Live:
+    impl: Impl
+    result: ImplResult
+    worker: WorkerClient | None = None
+    stop: bool = False  # no further cases (after a hang)
+
+
+def prepare(impl: Impl, arch: str, symbol: str, result: ImplResult) -> None:
+    """Build and inspect one implementation before anything runs; sets the verdict on refusal."""
+    try:
+        result.build = build(impl.source, arch, impl.links, impl.extra_flags)
+    except BuildError as exc:
+        result.verdict, result.detail = "compile_error", f"{exc} (log: {exc.log_path})"
+        return
+    if not defines_symbol(result.build.library, symbol):
+        result.verdict = "missing_symbol"
+        result.detail = f'{impl.source.name} does not define extern "C" {symbol}'
+        return
+    if not impl.trusted:
+        result.symbols = check_library(result.build.library)
+        if not result.symbols.ok:
+            result.verdict = "forbidden"
+            result.detail = "refused before running: " + "; ".join(result.symbols.forbidden)
+
+
+class Evaluator:
+    """Runs the protocol for one task/variant/suite over a list of implementations."""
+
+    def __init__(
+        self,
+        task: Task,
+        variant: str,
+        suite: str,
+        arch: str,
+        policy: TimingPolicy | None = None,
+        base_seed: int = 0,
+        call_timeout_s: float = 60.0,
+        cases: list[int] | None = None,
+        progress: Callable[[str], None] | None = None,
+        work_dir: Path | None = None,
+    ) -> None:
+        self.task, self.variant, self.suite, self.arch = task, variant, suite, arch
+        self.policy = policy or TimingPolicy()
+        self.base_seed = base_seed
+        self.call_timeout_s = call_timeout_s
+        self.case_filter = cases
+        self.progress = progress or (lambda _msg: None)
+        self.work_dir = work_dir
+        self.device: dict[str, Any] = {}
+        self.dtypes = {a.name: concrete(a.dtype, variant) for a in task.spec.args}
+        self.arg_specs = [
+            {"name": a.name, "role": a.role_for(variant), "dtype": self.dtypes[a.name]}
+            for a in task.spec.args
+        ]
+
+    # -- workers ----------------------------------------------------------------------------
+    def _spawn(self, live: _Live) -> None:
+        assert live.result.build is not None
+        worker = WorkerClient(live.impl.label)
+        try:
+            info = worker.request(60, cmd="init", device=0)
+        except WorkerDied as exc:
+            worker.close()
+            if "no CUDA GPU" in exc.detail or "cudaGetDeviceCount" in exc.detail:
+                raise UserError(f"no usable CUDA GPU: {exc.detail}") from None
+            raise
+        info.pop("ok", None)
+        self.device = self.device or info
+        reply = worker.request(
+            60,
+            cmd="load",
+            library=str(live.result.build.library),
+            symbol=self.task.symbol(self.variant),
+            args=self.arg_specs,
+        )
+        if not reply.get("ok"):
+            worker.close()
+            raise WorkerDied(reply.get("verdict", "load_error"), reply.get("error", ""))
+        if reply.get("loaded") and not live.impl.trusted:
+            worker.close()
+            raise WorkerDied("forbidden", f"loading it brought in {', '.join(reply['loaded'])}")
+        live.worker = worker
+
+    def _fail(self, live: _Live, case: CaseResult, verdict: str, detail: str) -> None:
+        case.verdict, case.detail = verdict, detail
+        if live.worker is not None:
+            live.worker.kill()
+            live.worker.close()
+            live.worker = None
+        if verdict in ("timeout", "missing_symbol", "load_error", "forbidden"):
+            live.stop = True
+
+    # -- checking ---------------------------------------------------------------------------
+    def _check(
+        self, out_dir: Path, inputs: InputSet, oracle: dict[str, Any]
+    ) -> tuple[list[CheckResult], bool]:
+        checks = []
+        for name, expected in oracle.items():
+            ref, mag = expected if isinstance(expected, tuple) else (expected, None)
+            dtype = self.dtypes[name]
+            raw = np.fromfile(out_dir / f"{name}.bin", dtype=np.uint8)
+            got = to_float64(raw.view(STORAGE[dtype]), dtype)
+            tol = self.task.spec.tolerance[self.variant]
+            checks.append(compare(name, got, ref, mag, tol, self.task.spec.paper_rule, dtype))
+        return checks, all(c.paper_rule_passed for c in checks)
+
+    def _oracle(self, inputs: InputSet) -> dict[str, Any]:
+        values = inputs.values(self.dtypes)
+        out = self.task.oracle(values, dict(inputs.params), self.variant)
+        expected = {a["name"] for a in self.arg_specs if a["role"] not in ("input", "scalar")}
+        if set(out) != expected:
+            raise UserError(
+                f"{self.task.name}: oracle returned {sorted(out)}, expected outputs {sorted(expected)}"
+            )
+        return out
+
+    # -- one case ---------------------------------------------------------------------------
+    def _run_case(self, case: Case, lives: list[_Live], root: Path) -> None:
+        seeds = [case_seed(self.task.name, self.variant, case, s, self.base_seed) for s in range(N_SETS)]
+        active = [lv for lv in lives if not lv.stop and lv.result.verdict == "pending"]
+        sets = [make_inputs(self.task, case, self.variant, s) for s in seeds] if active else []
+        params = dict(sets[0].params) if sets else dict(case.params)  # with derived ones (nnz)
+        complexity = self.task.complexity(params, self.variant)
+        results = {}
+        for live in lives:
+            results[live.impl.label] = CaseResult(case.index, params, complexity, seeds)
+            live.result.cases.append(results[live.impl.label])
+        for lv in lives:
+            if lv not in active:
+                results[lv.impl.label].verdict = "skipped"
+                results[lv.impl.label].detail = lv.result.detail or "stopped after an earlier failure"
+        if not active:
+            return
+        case_dir = root / f"case{case.index}"
+        for s, inp in enumerate(sets):
+            inp.write(case_dir / f"set{s}")
+        oracles = [self._oracle(inp) for inp in sets]
+        arg_bytes = [
+            {**a, "nbytes": sets[0].nbytes.get(a["name"], 0)} for a in self.arg_specs
+        ]
+        scalars = [inp.call_scalars for inp in sets]
+
+        # 1. checked first call, one implementation at a time
+        timed: list[_Live] = []
+        for lv in active:
+            res = results[lv.impl.label]
+            try:
+                if lv.worker is None:
+                    self._spawn(lv)
+                assert lv.worker is not None
+                lv.worker.request(120, cmd="setup", dir=str(case_dir), nsets=N_SETS, args=arg_bytes, scalars=scalars)
+                out = case_dir / f"out-{lv.impl.label}-first"
+                reply = lv.worker.request(self.call_timeout_s, cmd="run", set=CHECK_SET, out=str(out))
+            except WorkerDied as exc:
+                self._fail(lv, res, exc.verdict, exc.detail)
+                continue
+            res.wall_ms_first_call = reply["wall_ms"]
+            if reply["vendor_libraries"] and not lv.impl.trusted:
+                self._fail(lv, res, "forbidden", "loaded " + ", ".join(reply["vendor_libraries"]))
+                continue
+            if reply["changed_inputs"]:
+                res.verdict = "inputs_mutated"
+                res.detail = "the call changed input(s) " + ", ".join(reply["changed_inputs"])
+                continue
+            res.checks, res.paper_rule_passed = self._check(out, sets[CHECK_SET], oracles[CHECK_SET])
+            shutil.rmtree(out, ignore_errors=True)
+            bad = [c for c in res.checks if not c.passed]
+            if bad:
+                res.verdict, res.detail = "wrong", "; ".join(c.summary() for c in bad)
+                continue
+            timed.append(lv)
+
+        # 2. timing, interleaved turn by turn
+        times: dict[str, list[float]] = {lv.impl.label: [] for lv in timed}
+        spent: dict[str, float] = {lv.impl.label: 0.0 for lv in timed}
+        turn = 0
+        pol = self.policy
+        for lv in list(timed):
+            try:
+                assert lv.worker is not None
+                lv.worker.request(self._batch_timeout(lv, pol.warmup), cmd="time", n=pol.warmup, mode="cold", sets=list(TIMING_SETS), start=0)
+            except WorkerDied as exc:
+                self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
+                timed.remove(lv)
+        while timed:
+            pending = [lv for lv in timed if not settled(times[lv.impl.label], spent[lv.impl.label], pol)]
+            if not pending:
+                break
+            order = pending[turn % len(pending):] + pending[: turn % len(pending)]
+            for lv in order:
+                label = lv.impl.label
+                out = case_dir / f"out-{label}-timed"
+                t0 = time.monotonic()
+                try:
+                    assert lv.worker is not None
+                    reply = lv.worker.request(
+                        self._batch_timeout(lv, pol.batch + 1), cmd="time", n=pol.batch + 1,
+                        mode="cold", sets=list(TIMING_SETS), start=turn, out=str(out),
+                    )
+                except WorkerDied as exc:
+                    self._fail(lv, results[label], exc.verdict, exc.detail)
+                    timed.remove(lv)
+                    continue
+                spent[label] += time.monotonic() - t0
+                times[label] += reply["times_ms"][1:]  # the first call after a switch is dropped
+                checks, _ = self._check(out, sets[reply["last_set"]], oracles[reply["last_set"]])
+                shutil.rmtree(out, ignore_errors=True)
+                bad = [c for c in checks if not c.passed]
+                if bad:
+                    res = results[label]
+                    res.verdict = "wrong_when_timed"
+                    res.detail = "a timed call's output was wrong: " + "; ".join(c.summary() for c in bad)
+                    timed.remove(lv)
+            turn += 1
+        for lv in timed:
+            results[lv.impl.label].cold = summarize(times[lv.impl.label])
+
+        # 3. hot L2 (back-to-back calls, no flush), then 4. re-check on a fresh input set
+        for lv in list(timed):
+            res = results[lv.impl.label]
+            try:
+                assert lv.worker is not None
+                reply = lv.worker.request(self._batch_timeout(lv, pol.hot_samples + 1), cmd="time", n=pol.hot_samples + 1, mode="hot", sets=list(TIMING_SETS), start=0)
+                res.hot = summarize(reply["times_ms"][1:])
+                out = case_dir / f"out-{lv.impl.label}-recheck"
+                reply = lv.worker.request(self.call_timeout_s, cmd="run", set=RECHECK_SET, out=str(out))
+            except WorkerDied as exc:
+                self._fail(lv, res, exc.verdict, exc.detail)
+                continue
+            checks, _ = self._check(out, sets[RECHECK_SET], oracles[RECHECK_SET])
+            shutil.rmtree(out, ignore_errors=True)
+            bad = [c for c in checks if not c.passed]
+            if reply["changed_inputs"]:
+                res.verdict = "inputs_mutated"
+                res.detail = "a later call changed input(s) " + ", ".join(reply["changed_inputs"])
+            elif bad:
+                res.verdict = "wrong_on_fresh_inputs"
+                res.detail = "; ".join(c.summary() for c in bad)
+            else:
+                res.verdict = "ok"
+        for lv in active:
+            if lv.worker is not None:
+                try:
+                    lv.worker.request(60, cmd="release")
+                except WorkerDied as exc:
+                    self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
+        shutil.rmtree(case_dir, ignore_errors=True)
+
+    def _batch_timeout(self, lv: _Live, n: int) -> float:
+        first = lv.result.cases[-1].wall_ms_first_call or 1000.0
+        return self.call_timeout_s + n * 20 * first / 1e3
+
+    # -- all cases --------------------------------------------------------------------------
+    def run(self, impls: list[Impl]) -> EvalReport:
+        t_start = time.monotonic()
+        symbol = self.task.symbol(self.variant)
+        results = [ImplResult(label=i.label, source=str(i.source)) for i in impls]
+        with ThreadPoolExecutor(max_workers=max(len(impls), 1)) as pool:
+            list(pool.map(lambda p: prepare(p[0], self.arch, symbol, p[1]), zip(impls, results, strict=True)))
+        lives = [_Live(i, r) for i, r in zip(impls, results, strict=True)]
+        cases = self.task.cases(self.suite)
+        if self.case_filter is not None:
+            cases = [c for c in cases if c.index in self.case_filter]
+        root = Path(tempfile.mkdtemp(prefix="cudamaster-", dir=self._scratch()))
+        try:
+            for case in cases:
+                self.progress(f"{self.task.name} {self.variant} {self.suite} case {case.index}: {case.label}")
+                self._run_case(case, lives, root)
+        finally:
+            for lv in lives:
+                if lv.worker is not None:
+                    lv.worker.close()
+            shutil.rmtree(root, ignore_errors=True)
+        for r in results:
+            if r.verdict == "pending":
+                bad = [c for c in r.cases if not c.ok]
+                if bad:
+                    r.verdict = bad[0].verdict
+                    r.detail = f"case {bad[0].index} ({_label(bad[0].params)}): {bad[0].detail}"
+                else:
+                    r.verdict = "ok"
+        return EvalReport(
+            task=self.task.name, variant=self.variant, suite=self.suite,
+            base_seed=self.base_seed, arch=self.arch, device=self.device,
+            impls=results, wall_s=time.monotonic() - t_start,
+        )
+
+    def _scratch(self) -> str | None:
+        if self.work_dir is not None:
+            self.work_dir.mkdir(parents=True, exist_ok=True)
+            return str(self.work_dir)
+        shm = Path("/dev/shm")
+        return str(shm) if shm.is_dir() else None
+
+
+def _label(params: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items())
+
+
+def standard_impls(task: Task, variant: str) -> list[Impl]:
+    """The task's baseline and, where it has one, its library baseline."""
+    impls = []
+    base = task.source("baseline", variant)
+    if base is None:
+        raise UserError(f"{task.folder} has no baseline for {variant}")
+    impls.append(Impl("baseline", base, trusted=True))
+    lib = task.source("library", variant)
+    if lib is not None:
+        impls.append(Impl("library", lib, trusted=True, links=tuple(task.spec.library_links)))
+    return impls

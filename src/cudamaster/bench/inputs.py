@@ -1,0 +1,112 @@
+"""Seeded input sets for one case: never zeros, always replayable from the recorded seed."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import formula
+from ..dtypes import ITEMSIZE, concrete, f32_to_bf16_bits, to_float64, to_storage
+from ..errors import UserError
+from ..tasks import Case, Task
+
+
+def case_seed(task: str, variant: str, case: Case, set_index: int, base_seed: int) -> int:
+    """A stable 63-bit seed for one input set of one case."""
+    key = f"{task}/{variant}/{case.suite}/{case.index}/{set_index}/{base_seed}".encode()
+    return int.from_bytes(hashlib.sha256(key).digest()[:8], "little") & (2**63 - 1)
+
+
+@dataclass
+class InputSet:
+    """The stored bytes of every input, their exact values, and the scalars, for one set."""
+
+    seed: int
+    params: dict[str, int | float]
+    stored: dict[str, np.ndarray] = field(default_factory=dict)
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    scalars: dict[str, Any] = field(default_factory=dict)  # exact values, for the oracle
+    call_scalars: list[Any] = field(default_factory=list)  # as passed to the entry function
+    nbytes: dict[str, int] = field(default_factory=dict)
+
+    def values(self, dtypes: dict[str, str]) -> dict[str, Any]:
+        """Exact float64 values of inputs (ints as int64), shaped, plus scalars: the oracle's view."""
+        out: dict[str, Any] = dict(self.scalars)
+        for name, arr in self.stored.items():
+            out[name] = to_float64(arr, dtypes[name]).reshape(self.shapes[name])
+        return out
+
+    def write(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, arr in self.stored.items():
+            arr.tofile(folder / f"{name}.bin")
+
+
+def _draw(rng: np.random.Generator, dist: tuple[str, float, float], size: int, dtype: str):
+    kind, low, high = dist
+    if kind == "randint":
+        return rng.integers(int(low), int(high), size=size, endpoint=True, dtype=np.int32)
+    if dtype == "bf16" or dtype == "f32":
+        u = rng.random(size, dtype=np.float32)
+        return np.float32(low) + np.float32(high - low) * u
+    return rng.uniform(low, high, size)
+
+
+def make_inputs(task: Task, case: Case, variant: str, seed: int) -> InputSet:
+    """Generate one input set: the task's generator first (structured inputs), then defaults."""
+    rng = np.random.default_rng(seed)
+    params: dict[str, int | float] = dict(case.params)
+    generated: dict[str, Any] = {}
+    if task.generator is not None:
+        for key, value in task.generator(dict(params), rng, variant).items():
+            if isinstance(value, np.ndarray):
+                generated[key] = value
+            else:
+                params[key] = value
+    names = task.names(params, variant)
+    result = InputSet(seed=seed, params=params)
+    for arg in task.spec.args:
+        dtype = concrete(arg.dtype, variant)
+        if arg.role == "scalar":
+            if arg.value is not None:
+                raw = formula.evaluate(arg.value, names)
+            else:
+                raw = float(_draw(rng, arg.distribution(), 1, "f64")[0])
+            if dtype == "i32":
+                result.scalars[arg.name] = int(raw)
+                result.call_scalars.append(int(raw))
+            elif dtype == "bf16":
+                bits = int(f32_to_bf16_bits(np.array([raw], dtype=np.float32))[0])
+                result.scalars[arg.name] = float(to_float64(np.array([bits], np.uint16), "bf16")[0])
+                result.call_scalars.append(bits)
+            else:
+                result.scalars[arg.name] = float(np.float32(raw))
+                result.call_scalars.append(float(np.float32(raw)))
+            continue
+        shape = formula.evaluate_shape(arg.shape, names) if arg.shape else None
+        role = arg.role_for(variant)
+        if role in ("input", "inplace"):
+            if arg.generated:
+                if arg.name not in generated:
+                    raise UserError(f"{task.name}: generate() did not return {arg.name!r}")
+                values = np.asarray(generated[arg.name])
+                if shape is None:
+                    shape = values.shape
+                if values.size != int(np.prod(shape)):
+                    raise UserError(
+                        f"{task.name}: generate() gave {arg.name} {values.size} elements, "
+                        f"shape {arg.shape} says {int(np.prod(shape))}"
+                    )
+            else:
+                assert shape is not None
+                values = _draw(rng, arg.distribution(), int(np.prod(shape)), dtype)
+            result.stored[arg.name] = to_storage(np.asarray(values).reshape(-1), dtype)
+        elif shape is None:
+            raise UserError(f"{task.name}: output {arg.name} needs a shape")
+        result.shapes[arg.name] = tuple(shape)
+        result.nbytes[arg.name] = int(np.prod(shape)) * ITEMSIZE[dtype]
+    return result

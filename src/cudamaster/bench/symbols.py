@@ -1,0 +1,109 @@
+"""Refuse candidates that link vendor libraries or call process, file or network functions.
+
+Three checks on the built library, all before it runs:
+- its DT_NEEDED entries may name only the CUDA runtime and the C/C++ runtime;
+- its undefined symbols may not include vendor-library or forbidden libc entry points;
+- its own host code may not contain a raw ``syscall`` instruction.
+The worker also checks, after each call, that no vendor library was loaded at run time.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+ALLOWED_NEEDED = re.compile(
+    r"^(libcudart\.so\.\d+|libstdc\+\+\.so\.\d+|libm\.so\.\d+|libgcc_s\.so\.\d+|libc\.so\.\d+|"
+    r"ld-linux-x86-64\.so\.\d+|libdl\.so\.\d+|libpthread\.so\.\d+|librt\.so\.\d+)$"
+)
+VENDOR_PREFIXES = ("cublas", "cusparse", "cudnn", "cufft", "curand", "cusolver", "nvjpeg", "npp")
+#: libc entry points that start processes, touch files or the network, or load code.
+FORBIDDEN_LIBC = frozenset(
+    """
+    system popen pclose fork vfork clone execv execve execvp execvpe execl execlp execle
+    posix_spawn posix_spawnp kill raise ptrace
+    open open64 openat openat64 creat creat64 fopen fopen64 freopen fdopen opendir
+    unlink unlinkat rename renameat remove mkdir rmdir chmod fchmod chown truncate ftruncate
+    socket connect bind listen accept accept4 send sendto sendmsg recv recvfrom recvmsg
+    getaddrinfo gethostbyname mmap mmap64 mprotect syscall dlmopen
+    cudaIpcOpenMemHandle cudaIpcGetMemHandle
+    """.split()
+)
+#: Vendor libraries that must not appear in the worker's address space after a candidate call.
+VENDOR_LIBRARY_FILES = re.compile(r"lib(cublas|cublasLt|cusparse|cudnn\w*|cufft|cusolver)\.so")
+
+
+@dataclass
+class SymbolReport:
+    """What a library needs from outside, and what of that is forbidden."""
+
+    needed: list[str]
+    undefined: list[str]
+    forbidden: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.forbidden
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if not path:
+        raise RuntimeError(f"{name} (binutils) is needed to check libraries: apt-get install binutils")
+    return path
+
+
+def needed_libraries(library: Path) -> list[str]:
+    out = subprocess.run(
+        [_tool("readelf"), "-d", str(library)], capture_output=True, text=True, check=True
+    ).stdout
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+
+
+def undefined_symbols(library: Path) -> list[str]:
+    out = subprocess.run(
+        [_tool("nm"), "-D", "--undefined-only", str(library)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return sorted({line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()})
+
+
+def has_raw_syscall(library: Path) -> bool:
+    out = subprocess.run(
+        [_tool("objdump"), "-d", "--no-show-raw-insn", str(library)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return re.search(r"\bsyscall\b|\bint\s+\$0x80\b|\bsysenter\b", out) is not None
+
+
+def check_library(library: Path) -> SymbolReport:
+    """Inspect a built candidate library; ``forbidden`` lists every reason to refuse it."""
+    needed = needed_libraries(library)
+    undefined = undefined_symbols(library)
+    forbidden = [f"links {n}" for n in needed if not ALLOWED_NEEDED.match(n)]
+    forbidden += [
+        f"calls {s}"
+        for s in undefined
+        if s in FORBIDDEN_LIBC or s.lower().startswith(VENDOR_PREFIXES)
+    ]
+    if has_raw_syscall(library):
+        forbidden.append("contains a raw syscall instruction")
+    return SymbolReport(needed=needed, undefined=undefined, forbidden=forbidden)
+
+
+def defines_symbol(library: Path, symbol: str) -> bool:
+    """True if the library exports ``symbol`` (an extern "C" function has an unmangled name)."""
+    out = subprocess.run(
+        [_tool("nm"), "-D", "--defined-only", str(library)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return any(line.split()[-1] == symbol for line in out.splitlines() if line.strip())

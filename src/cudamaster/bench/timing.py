@@ -1,0 +1,49 @@
+"""Timing statistics and the adaptive repetition rule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class TimingPolicy:
+    """When to stop repeating: enough samples and a small spread, or a cap."""
+
+    warmup: int = 3
+    batch: int = 5  # timed calls per turn; turns alternate between implementations
+    min_samples: int = 10
+    max_samples: int = 200
+    target_spread: float = 0.02  # interquartile range / median
+    time_cap_s: float = 2.0  # per implementation and case
+    hot_samples: int = 10
+
+
+@dataclass
+class TimingStats:
+    """Summary of one implementation's timed calls on one case (milliseconds)."""
+
+    median_ms: float
+    iqr_ms: float
+    min_ms: float
+    max_ms: float
+    samples: int
+
+    @property
+    def spread(self) -> float:
+        return self.iqr_ms / self.median_ms if self.median_ms > 0 else 0.0
+
+
+def summarize(times_ms: list[float]) -> TimingStats:
+    a = np.asarray(times_ms, dtype=np.float64)
+    q1, med, q3 = np.percentile(a, [25, 50, 75])
+    return TimingStats(float(med), float(q3 - q1), float(a.min()), float(a.max()), int(a.size))
+
+
+def settled(times_ms: list[float], spent_s: float, policy: TimingPolicy) -> bool:
+    """True when this implementation needs no more samples."""
+    n = len(times_ms)
+    if n >= policy.max_samples or spent_s >= policy.time_cap_s:
+        return n >= 3 or spent_s >= 4 * policy.time_cap_s
+    return n >= policy.min_samples and summarize(times_ms).spread <= policy.target_spread

@@ -1,0 +1,254 @@
+"""The isolated worker: one process per implementation under test.
+
+It loads one built library, holds the case's buffers on the GPU, and runs the calls the
+coordinator asks for: checked calls (poisoned outputs, zeroed accumulators, restored in-place
+inputs; outputs written to files; inputs compared afterwards) and timed batches. It judges
+nothing: verdicts are the coordinator's. A crash, a CUDA error or a hang ends only this process.
+
+Protocol: one JSON object per line on stdin; one JSON reply per line on the original stdout,
+which is moved to a private descriptor so that anything the implementation prints goes to stderr.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .cudart import (
+    ATTR_CC_MAJOR,
+    ATTR_CC_MINOR,
+    ATTR_L2_BYTES,
+    ATTR_SM_COUNT,
+    CudaRuntime,
+    loaded_libraries,
+    thread_count,
+)
+from .symbols import VENDOR_LIBRARY_FILES
+
+POISON_BYTE = 0xFF  # all-ones is NaN in fp32 and bf16, and -1 in int32
+SCALAR_CTYPES = {"i32": ctypes.c_int, "f32": ctypes.c_float, "bf16": ctypes.c_uint16}
+
+
+@dataclass
+class ArgBuffers:
+    name: str
+    role: str
+    dtype: str
+    nbytes: int
+    work: int = 0  # device buffer passed to the call (outputs, in-place)
+    per_set: list[int] = field(default_factory=list)  # device copies of each input set
+    host: list[np.ndarray] = field(default_factory=list)  # host copies, for the unchanged check
+
+
+class Worker:
+    def __init__(self) -> None:
+        self.rt: CudaRuntime | None = None
+        self.fn: Any = None
+        self.args: list[ArgBuffers] = []
+        self.scalars: list[list[Any]] = []
+        self.flush_ptr = 0
+        self.flush_bytes = 0
+        self.events: tuple[int, int] = (0, 0)
+        self.baseline_libs: set[str] = set()
+        self.baseline_threads = 0
+
+    # -- commands ---------------------------------------------------------------------------
+    def init(self, device: int = 0) -> dict:
+        self.rt = CudaRuntime()
+        count = self.rt.device_count()
+        if count == 0:
+            raise RuntimeError("no CUDA GPU is visible")
+        self.rt.set_device(device)
+        l2 = self.rt.attribute(ATTR_L2_BYTES, device)
+        self.flush_bytes = max(4 * l2, 256 << 20)
+        self.flush_ptr = self.rt.malloc(self.flush_bytes)
+        self.events = (self.rt.event(), self.rt.event())
+        return {
+            "sm_count": self.rt.attribute(ATTR_SM_COUNT, device),
+            "l2_bytes": l2,
+            "cc": f"{self.rt.attribute(ATTR_CC_MAJOR, device)}{self.rt.attribute(ATTR_CC_MINOR, device)}",
+            "cudart": self.rt.path,
+        }
+
+    def load(self, library: str, symbol: str, args: list[dict]) -> dict:
+        before = loaded_libraries()
+        try:
+            lib = ctypes.CDLL(library)
+        except OSError as exc:
+            return {"ok": False, "verdict": "load_error", "error": str(exc)}
+        try:
+            fn = getattr(lib, symbol)
+        except AttributeError:
+            return {
+                "ok": False,
+                "verdict": "missing_symbol",
+                "error": f'the library does not define extern "C" {symbol}',
+            }
+        fn.restype = None
+        fn.argtypes = [
+            SCALAR_CTYPES[a["dtype"]] if a["role"] == "scalar" else ctypes.c_void_p for a in args
+        ]
+        self.fn = fn
+        self.baseline_libs = loaded_libraries()
+        self.baseline_threads = thread_count()
+        new = sorted(x for x in self.baseline_libs - before if VENDOR_LIBRARY_FILES.search(x))
+        return {"ok": True, "loaded": new}
+
+    def setup(self, dir: str, nsets: int, args: list[dict], scalars: list[list[Any]]) -> dict:
+        assert self.rt is not None
+        self.release()
+        base = Path(dir)
+        for spec in args:
+            if spec["role"] == "scalar":
+                continue
+            buf = ArgBuffers(spec["name"], spec["role"], spec["dtype"], int(spec["nbytes"]))
+            if buf.role in ("input", "inplace"):
+                for s in range(nsets):
+                    host = np.fromfile(base / f"set{s}" / f"{buf.name}.bin", dtype=np.uint8)
+                    if host.nbytes != buf.nbytes:
+                        raise RuntimeError(f"{buf.name}: file has {host.nbytes} bytes, not {buf.nbytes}")
+                    ptr = self.rt.malloc(buf.nbytes)
+                    self.rt.upload_array(ptr, host)
+                    buf.per_set.append(ptr)
+                    buf.host.append(host)
+            if buf.role != "input":
+                buf.work = self.rt.malloc(buf.nbytes)
+            self.args.append(buf)
+        self.arg_specs = args
+        self.scalars = scalars
+        self.rt.synchronize()
+        return {"ok": True}
+
+    def _prepare(self, s: int) -> None:
+        """Per-call state: restore in-place inputs, zero accumulators, poison outputs."""
+        assert self.rt is not None
+        for buf in self.args:
+            if buf.role == "inplace":
+                self.rt.copy_d2d_async(buf.work, buf.per_set[s], buf.nbytes)
+            elif buf.role == "accumulate":
+                self.rt.memset_async(buf.work, 0, buf.nbytes)
+            elif buf.role == "output":
+                self.rt.memset_async(buf.work, POISON_BYTE, buf.nbytes)
+
+    def _call_args(self, s: int) -> list[Any]:
+        out: list[Any] = []
+        bufs = {b.name: b for b in self.args}
+        scalars = iter(self.scalars[s])
+        for spec in self.arg_specs:
+            if spec["role"] == "scalar":
+                out.append(next(scalars))
+            else:
+                b = bufs[spec["name"]]
+                out.append(b.per_set[s] if b.role == "input" else b.work)
+        return out
+
+    def _write_outputs(self, out: str) -> None:
+        assert self.rt is not None
+        Path(out).mkdir(parents=True, exist_ok=True)
+        for buf in self.args:
+            if buf.role != "input":
+                host = np.empty(buf.nbytes, dtype=np.uint8)
+                self.rt.download_into(host, buf.work)
+                host.tofile(Path(out) / f"{buf.name}.bin")
+
+    def run(self, set: int, out: str) -> dict:
+        """One checked call on input set ``set``; outputs are written under ``out``."""
+        assert self.rt is not None
+        self._prepare(set)
+        self.rt.synchronize()
+        args = self._call_args(set)
+        t0 = time.perf_counter()
+        self.fn(*args)
+        self.rt.synchronize()
+        wall_ms = (time.perf_counter() - t0) * 1e3
+        self.rt.last_error()
+        self._write_outputs(out)
+        changed = []
+        for buf in self.args:
+            if buf.role == "input":
+                now = np.empty(buf.nbytes, dtype=np.uint8)
+                self.rt.download_into(now, buf.per_set[set])
+                if not np.array_equal(now, buf.host[set]):
+                    changed.append(buf.name)
+        libs = sorted(
+            x for x in loaded_libraries() - self.baseline_libs if VENDOR_LIBRARY_FILES.search(x)
+        )
+        return {
+            "ok": True,
+            "wall_ms": wall_ms,
+            "changed_inputs": changed,
+            "vendor_libraries": libs,
+            "new_threads": thread_count() - self.baseline_threads,
+        }
+
+    def time(self, n: int, mode: str, sets: list[int], start: int, out: str | None = None) -> dict:
+        """n timed calls rotating over input sets; cold mode flushes L2 before each."""
+        assert self.rt is not None
+        rt, (ev0, ev1) = self.rt, self.events
+        times = []
+        s = sets[start % len(sets)]
+        for i in range(n):
+            s = sets[(start + i) % len(sets)]
+            args = self._call_args(s)
+            self._prepare(s)
+            if mode == "cold":
+                rt.memset_async(self.flush_ptr, i & 0xFF, self.flush_bytes)
+            rt.synchronize()
+            rt.record(ev0)
+            self.fn(*args)
+            rt.synchronize()
+            rt.record(ev1)
+            times.append(rt.elapsed_ms(ev0, ev1))
+        rt.last_error()
+        if out:
+            self._write_outputs(out)
+        return {"ok": True, "times_ms": times, "last_set": s}
+
+    def release(self) -> dict:
+        if self.rt is not None:
+            for buf in self.args:
+                for p in [*buf.per_set, buf.work]:
+                    if p:
+                        self.rt.free(p)
+        self.args = []
+        return {"ok": True}
+
+
+def main() -> None:
+    reply_fd = os.dup(1)
+    os.dup2(2, 1)  # whatever the implementation prints lands on stderr
+    replies = os.fdopen(reply_fd, "w", buffering=1)
+    worker = Worker()
+    for line in sys.stdin:
+        msg = json.loads(line)
+        cmd = msg.pop("cmd")
+        if cmd == "exit":
+            break
+        try:
+            reply = getattr(worker, cmd)(**msg)
+        except Exception as exc:  # every failure is reported, then the process ends
+            reply = {
+                "ok": False,
+                "fatal": True,
+                "verdict": "runtime_error",
+                "error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                "trace": traceback.format_exc(limit=3),
+            }
+            replies.write(json.dumps(reply) + "\n")
+            replies.flush()
+            sys.exit(3)
+        replies.write(json.dumps(reply) + "\n")
+        replies.flush()
+
+
+if __name__ == "__main__":
+    main()

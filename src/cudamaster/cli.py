@@ -1,0 +1,289 @@
+"""The cudamaster command line."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .errors import UserError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+console = Console()
+err_console = Console(stderr=True)
+
+
+class Dtype(str, Enum):
+    fp32 = "fp32"
+    bf16 = "bf16"
+    both = "both"
+
+
+class Suite(str, Enum):
+    paper = "paper"
+    large = "large"
+    both = "both"
+
+
+def _variants(d: Dtype) -> list[str]:
+    return ["fp32", "bf16"] if d == Dtype.both else [d.value]
+
+
+def _suites(s: Suite) -> list[str]:
+    return ["paper", "large"] if s == Suite.both else [s.value]
+
+
+def _arch() -> str:
+    """Target for nvcc: $CUDAMASTER_ARCH, else the GPU's, else sm_90 (compile-only machines)."""
+    from .device import detect_arch
+
+    if os.environ.get("CUDAMASTER_ARCH"):
+        return os.environ["CUDAMASTER_ARCH"]
+    try:
+        return detect_arch()
+    except UserError:
+        return "sm_90"
+
+
+@app.callback()
+def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress.")] = False):
+    """CUDAMaster: MSKernelBench's honest evaluator and an LLM kernel optimizer."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(message)s",
+        handlers=[RichHandler(console=err_console, show_path=False)],
+    )
+
+
+@app.command("tasks")
+def tasks_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the operators: category, dtypes, library baseline, cases per suite."""
+    from .tasks import discover
+
+    tasks = discover()
+    rows = []
+    for t in tasks.values():
+        dtypes = [v for v in ("fp32", "bf16") if t.source("baseline", v)]
+        libs = [v for v in ("fp32", "bf16") if t.source("library", v)]
+        rows.append(
+            {
+                "name": t.name,
+                "category": t.spec.category,
+                "dtypes": dtypes,
+                "library": t.spec.library if libs else None,
+                "library_dtypes": libs,
+                "paper_cases": len(t.spec.suites["paper"]),
+                "large_cases": len(t.spec.suites["large"]),
+            }
+        )
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return
+    table = Table(title=f"MSKernelBench: {len(rows)} operators")
+    for col in ("operator", "category", "dtypes", "library baseline", "paper", "large"):
+        table.add_column(col)
+    for r in rows:
+        lib = f"{r['library']} ({', '.join(r['library_dtypes'])})" if r["library"] else "-"
+        table.add_row(
+            r["name"], r["category"], ", ".join(r["dtypes"]), lib,
+            str(r["paper_cases"]), str(r["large_cases"]),
+        )
+    console.print(table)
+
+
+def _device_or_none():
+    from .device import facts
+
+    return facts()
+
+
+@app.command("device")
+def device_cmd(
+    refresh: Annotated[bool, typer.Option(help="Measure again instead of using the cache.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """GPU, driver, nvcc, SMs, L2, and measured peaks (copy bandwidth, FP32/BF16 GEMM)."""
+    from dataclasses import asdict
+
+    from .device import facts
+
+    f = facts(refresh=refresh)
+    if as_json:
+        print(json.dumps(asdict(f), indent=1))
+        return
+    table = Table(title="device", show_header=False)
+    rows = [
+        ("GPU", f"{f.name} (sm_{f.compute_capability}, {f.memory_mib} MiB)"),
+        ("driver / nvcc", f"{f.driver} / {f.nvcc}"),
+        ("SMs / L2", f"{f.sm_count} / {f.l2_bytes / 2**20:.0f} MiB"),
+        ("copy bandwidth (cold D2D, read+write)", f"{f.copy_gbs:.0f} GB/s"),
+        ("FP32 GEMM (cuBLAS SGEMM 8192³)", f"{f.fp32_tflops:.1f} TFLOP/s"),
+        ("BF16 GEMM (cuBLAS GemmEx 8192³)", f"{f.bf16_tflops:.1f} TFLOP/s"),
+    ]
+    for k, v in rows:
+        table.add_row(k, v)
+    console.print(table)
+
+
+@app.command("eval")
+def eval_cmd(
+    op: Annotated[str, typer.Argument(help="Operator name (see `cudamaster tasks`).")],
+    file: Annotated[Path, typer.Argument(help="The implementation (.cu) to evaluate.")],
+    dtype: Annotated[Dtype, typer.Option(help="fp32 or bf16.")] = Dtype.fp32,
+    suite: Annotated[Suite, typer.Option(help="paper or large.")] = Suite.paper,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the full JSON report.")] = False,
+    cases: Annotated[str | None, typer.Option(help="Only these case indices, e.g. 0,3.")] = None,
+    seed: Annotated[int, typer.Option(help="Base seed of the input sets.")] = 0,
+    flags: Annotated[str, typer.Option(help="Extra nvcc flags for the candidate.")] = "",
+    out: Annotated[Path | None, typer.Option(help="Also write the JSON report here.")] = None,
+) -> None:
+    """Verify FILE against the oracle and time it against the baseline and the library."""
+    from .bench.evaluate import Evaluator, Impl, ImplResult, prepare, standard_impls
+    from .report import case_table, report_json, score_impl, write_json
+    from .tasks import get_task
+
+    if dtype == Dtype.both or suite == Suite.both:
+        raise UserError("eval takes one --dtype and one --suite")
+    task = get_task(op)
+    if not file.is_file():
+        raise UserError(f"no such file: {file}")
+    variant = dtype.value
+    arch = _arch()
+    cand = Impl("candidate", file.resolve(), extra_flags=tuple(flags.split()))
+    pre = ImplResult("candidate", str(file))
+    prepare(cand, arch, task.symbol(variant), pre)
+    if pre.verdict != "pending":
+        raise UserError(pre.detail)
+    device = _device_or_none()
+    picked = [int(x) for x in cases.split(",")] if cases else None
+    with err_console.status("evaluating") as status:
+        ev = Evaluator(task, variant, suite.value, device.arch, cases=picked, base_seed=seed,
+                       progress=lambda m: status.update(m))
+        report = ev.run([*standard_impls(task, variant), cand])
+    data = report_json(task, report, device)
+    if out:
+        write_json(data, out)
+    if as_json:
+        print(json.dumps(data, indent=1, default=str))
+    else:
+        scores = [score_impl(task, report, i, device) for i in report.impls]
+        console.print(case_table(task, report, scores))
+        for s in scores:
+            line = f"{s.label}: {s.verdict}"
+            if s.score is not None:
+                line += f", P = {s.score:.3f}, geomean speedup {s.geomean:.3f}"
+            if s.detail:
+                line += f" ({s.detail})"
+            console.print(line)
+    cand_result = report.impl("candidate")
+    if cand_result is None or not cand_result.correct:
+        raise typer.Exit(1)
+
+
+@app.command("bench")
+def bench_cmd(
+    ops: Annotated[str | None, typer.Option(help="Comma-separated operators (default: all).")] = None,
+    dtype: Annotated[Dtype, typer.Option(help="fp32, bf16 or both.")] = Dtype.both,
+    suite: Annotated[Suite, typer.Option(help="paper, large or both.")] = Suite.both,
+    out: Annotated[Path | None, typer.Option(help="JSON results file.")] = None,
+    seed: Annotated[int, typer.Option(help="Base seed of the input sets.")] = 0,
+) -> None:
+    """Baseline vs library over many operators; results saved as JSON as they come."""
+    from .bench.evaluate import Evaluator, standard_impls
+    from .report import report_json, score_impl, write_json
+    from .tasks import discover, get_task
+
+    names = [o.strip() for o in ops.split(",")] if ops else list(discover())
+    tasks = [get_task(n) for n in names]
+    device = _device_or_none()
+    out = out or Path("results") / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    results: list[dict] = []
+    jobs = [(t, v, s) for t in tasks for v in _variants(dtype) for s in _suites(suite)]
+    summary = Table(title=f"bench on {device.name}")
+    for col in ("operator", "dtype", "suite", "baseline", "library", "Σ base ms", "Σ lib ms",
+                "lib P", "lib geomean", "SOL (best, largest case)"):
+        summary.add_column(col)
+    t0 = time.monotonic()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err_console) as progress:
+        bar = progress.add_task("bench", total=len(jobs))
+        for task, variant, s in jobs:
+            progress.update(bar, description=f"{task.name} {variant} {s}")
+            ev = Evaluator(task, variant, s, device.arch, base_seed=seed,
+                           progress=lambda m: progress.update(bar, description=m))
+            report = ev.run(standard_impls(task, variant))
+            data = report_json(task, report, device)
+            results.append(data)
+            write_json({"device": data["device_facts"], "results": results,
+                        "wall_s": time.monotonic() - t0}, out)
+            scores = {sc.label: sc for sc in (score_impl(task, report, i, device) for i in report.impls)}
+            summary.add_row(*_bench_row(task.name, variant, s, scores))
+            progress.advance(bar)
+    console.print(summary)
+    console.print(f"{len(jobs)} evaluations in {time.monotonic() - t0:.0f} s; results in {out}")
+
+
+def _bench_row(name: str, variant: str, suite: str, scores: dict) -> list[str]:
+    base, lib = scores.get("baseline"), scores.get("library")
+
+    def total(s) -> str:
+        if s is None:
+            return "-"
+        ts = [c.time_ms for c in s.cases]
+        return f"{sum(ts):.4g}" if all(t is not None for t in ts) else "-"
+
+    def verdict(s) -> str:
+        if s is None:
+            return "-"
+        ok = sum(c.verdict == "ok" for c in s.cases)
+        text = f"{ok}/{len(s.cases)} ok"
+        return text if s.verdict == "ok" else f"[red]{text} {s.verdict}[/red]"
+
+    largest = max(range(len(base.cases)), key=lambda i: base.cases[i].complexity) if base else 0
+    sols = [s.cases[largest].sol_fraction for s in (base, lib) if s and s.cases[largest].sol_fraction]
+    return [
+        name, variant, suite, verdict(base), verdict(lib), total(base), total(lib),
+        f"{lib.score:.3g}" if lib and lib.score else "-",
+        f"{lib.geomean:.3g}" if lib and lib.geomean else "-",
+        f"{max(sols):.1%}" if sols else "-",
+    ]
+
+
+def main() -> None:
+    """Entry point: a UserError is one line on stderr and exit code 2, never a traceback."""
+    try:
+        app(standalone_mode=False)
+    except UserError as exc:
+        err_console.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(1)
+        raise
+
+
+if __name__ == "__main__":
+    main()

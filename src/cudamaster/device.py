@@ -1,0 +1,122 @@
+"""Device facts and measured ceilings, cached per GPU (by UUID)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .bench.build import build, cache_dir, nvcc_version
+from .bench.client import worker_env
+from .errors import UserError
+
+log = logging.getLogger(__name__)
+PEAKS_SOURCE = Path(__file__).parent / "csrc" / "peaks.cu"
+
+
+@dataclass
+class DeviceFacts:
+    """What the speed-of-light fraction and the reports need to know about the GPU."""
+
+    name: str
+    uuid: str
+    driver: str
+    nvcc: str
+    compute_capability: str
+    sm_count: int
+    l2_bytes: int
+    memory_mib: int
+    copy_gbs: float  # measured: bytes read + written per second, device-to-device
+    fp32_tflops: float  # measured: cuBLAS SGEMM 8192^3
+    bf16_tflops: float  # measured: cuBLAS GemmEx BF16 in, FP32 accumulate, 8192^3
+
+    @property
+    def arch(self) -> str:
+        return f"sm_{self.compute_capability}"
+
+    def peak_gflops(self, kind: str) -> float:
+        return (self.bf16_tflops if kind == "tensor" else self.fp32_tflops) * 1e3
+
+
+def _smi() -> dict[str, str]:
+    if not shutil.which("nvidia-smi"):
+        raise UserError("no GPU found: nvidia-smi is not on PATH (this command needs an NVIDIA GPU)")
+    fields = "name,uuid,driver_version,compute_cap,memory.total"
+    proc = subprocess.run(
+        ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits", "-i", "0"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0 or not proc.stdout.strip():
+        msg = (proc.stderr or proc.stdout).strip().splitlines()
+        raise UserError(f"no GPU found: nvidia-smi says {msg[0] if msg else 'nothing'}")
+    name, uuid, driver, cc, mem = (x.strip() for x in proc.stdout.splitlines()[0].split(","))
+    return {"name": name, "uuid": uuid, "driver": driver, "cc": cc.replace(".", ""), "mem": mem}
+
+
+def detect_arch() -> str:
+    """sm_XY of GPU 0, for nvcc."""
+    return f"sm_{_smi()['cc']}"
+
+
+_PROBE = r"""
+import ctypes, json, sys
+from cudamaster.bench.cudart import CudaRuntime, ATTR_SM_COUNT, ATTR_L2_BYTES
+rt = CudaRuntime(); rt.set_device(0)
+lib = ctypes.CDLL(sys.argv[1])
+bw, g32, g16 = ctypes.c_double(), ctypes.c_double(), ctypes.c_double()
+codes = [lib.cm_copy_bandwidth(ctypes.c_size_t(1 << 30), 20, ctypes.byref(bw)),
+         lib.cm_gemm_rate(0, 8192, 10, ctypes.byref(g32)),
+         lib.cm_gemm_rate(1, 8192, 20, ctypes.byref(g16))]
+print(json.dumps({"codes": codes, "copy_gbs": bw.value, "fp32_tflops": g32.value,
+                  "bf16_tflops": g16.value, "sm_count": rt.attribute(ATTR_SM_COUNT),
+                  "l2_bytes": rt.attribute(ATTR_L2_BYTES)}))
+"""
+
+
+def _measure(arch: str) -> dict:
+    lib = build(PEAKS_SOURCE, arch, links=("cublas",)).library
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(lib)],
+        capture_output=True,
+        text=True,
+        env=worker_env(),
+        timeout=300,
+        check=False,
+    )
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UserError(f"measuring the device failed: {tail}")
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    if any(data.pop("codes")):
+        raise UserError("measuring the device failed: a CUDA or cuBLAS call returned an error")
+    return data
+
+
+def facts(refresh: bool = False) -> DeviceFacts:
+    """Facts for GPU 0: read from the cache, or measured (a few seconds) and cached."""
+    smi = _smi()
+    path = cache_dir() / f"device-{smi['uuid']}.json"
+    if path.exists() and not refresh:
+        data = json.loads(path.read_text())
+        if data.get("nvcc") == nvcc_version():
+            return DeviceFacts(**data)
+    log.info("measuring %s (copy bandwidth, GEMM rates)", smi["name"])
+    measured = _measure(f"sm_{smi['cc']}")
+    result = DeviceFacts(
+        name=smi["name"],
+        uuid=smi["uuid"],
+        driver=smi["driver"],
+        nvcc=nvcc_version(),
+        compute_capability=smi["cc"],
+        memory_mib=int(float(smi["mem"])),
+        **measured,
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(asdict(result), indent=2))
+    return result

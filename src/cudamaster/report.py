@@ -1,0 +1,134 @@
+"""Scores and tables for evaluation reports: per case, per implementation, JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from . import formula
+from .bench.evaluate import CaseResult, EvalReport, ImplResult
+from .bench.score import geometric_mean, speed_of_light_ms, weighted_score
+from .device import DeviceFacts
+from .tasks import Task
+
+
+@dataclass
+class CaseScore:
+    index: int
+    label: str
+    complexity: int
+    time_ms: float | None
+    hot_ms: float | None
+    spread: float | None
+    vs_baseline: float | None
+    vs_library: float | None
+    sol_fraction: float | None
+    verdict: str
+
+
+@dataclass
+class ImplScore:
+    label: str
+    verdict: str
+    detail: str
+    score: float | None  # P = sum(T*S)/sum(T) vs the baseline; None unless correct on every case
+    geomean: float | None
+    cases: list[CaseScore]
+
+
+def sol_ms(task: Task, case: CaseResult, variant: str, device: DeviceFacts | None) -> float | None:
+    if device is None:
+        return None
+    names = task.names(case.params, variant)
+    nbytes = formula.evaluate(task.spec.metrics.bytes, names)
+    flops = formula.evaluate(task.spec.metrics.flops, names)
+    peak = device.peak_gflops(task.spec.metrics.peak)
+    return speed_of_light_ms(nbytes, flops, device.copy_gbs, peak)
+
+
+def _time(case: CaseResult | None) -> float | None:
+    return case.cold.median_ms if case is not None and case.ok and case.cold else None
+
+
+def score_impl(
+    task: Task, report: EvalReport, impl: ImplResult, device: DeviceFacts | None
+) -> ImplScore:
+    base = report.impl("baseline")
+    lib = report.impl("library")
+    rows: list[CaseScore] = []
+    for i, case in enumerate(impl.cases):
+        t = _time(case)
+        tb = _time(base.cases[i]) if base else None
+        tl = _time(lib.cases[i]) if lib else None
+        sol = sol_ms(task, case, report.variant, device)
+        rows.append(
+            CaseScore(
+                index=case.index,
+                label=" ".join(f"{k}={v}" for k, v in case.params.items()),
+                complexity=case.complexity,
+                time_ms=t,
+                hot_ms=case.hot.median_ms if case.hot else None,
+                spread=case.cold.spread if case.cold else None,
+                vs_baseline=tb / t if t and tb else None,
+                vs_library=tl / t if t and tl else None,
+                sol_fraction=sol / t if t and sol else None,
+                verdict=case.verdict,
+            )
+        )
+    speedups = [r.vs_baseline for r in rows]
+    complete = impl.correct and all(s is not None for s in speedups)
+    return ImplScore(
+        label=impl.label,
+        verdict=impl.verdict,
+        detail=impl.detail,
+        score=weighted_score([r.complexity for r in rows], speedups) if complete else None,  # type: ignore[arg-type]
+        geomean=geometric_mean(speedups) if complete else None,  # type: ignore[arg-type]
+        cases=rows,
+    )
+
+
+def _fmt(x: float | None, spec: str = ".3g") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def case_table(task: Task, report: EvalReport, scores: list[ImplScore]) -> Table:
+    """One row per case and implementation: time, spread, hot time, speedups, speed of light."""
+    table = Table(title=f"{task.name} [{report.variant}, {report.suite}]", show_lines=False)
+    for col in ("case", "impl", "verdict", "cold ms", "±IQR", "hot ms", "vs base", "vs lib", "SOL"):
+        table.add_column(col, justify="right" if col not in ("case", "impl", "verdict") else "left")
+    for i in range(len(scores[0].cases) if scores else 0):
+        for s in scores:
+            c = s.cases[i]
+            iqr = c.spread * c.time_ms if c.spread is not None and c.time_ms else None
+            table.add_row(
+                c.label if s is scores[0] else "",
+                s.label,
+                c.verdict if c.verdict == "ok" else f"[red]{c.verdict}[/red]",
+                _fmt(c.time_ms, ".4f"),
+                _fmt(iqr, ".4f"),
+                _fmt(c.hot_ms, ".4f"),
+                _fmt(c.vs_baseline, ".2f"),
+                _fmt(c.vs_library, ".2f"),
+                _fmt(c.sol_fraction, ".1%"),
+            )
+    return table
+
+
+def report_json(task: Task, report: EvalReport, device: DeviceFacts | None) -> dict[str, Any]:
+    scores = [score_impl(task, report, i, device) for i in report.impls]
+    return {
+        "report": asdict(report),
+        "scores": [asdict(s) for s in scores],
+        "device_facts": asdict(device) if device else None,
+    }
+
+
+def write_json(data: Any, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str))
+    tmp.replace(path)
