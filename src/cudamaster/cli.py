@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 import time
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -19,18 +19,18 @@ from rich.table import Table
 
 from .errors import UserError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
 console = Console()
 err_console = Console(stderr=True)
 
 
-class Dtype(str, Enum):
+class Dtype(StrEnum):
     fp32 = "fp32"
     bf16 = "bf16"
     both = "both"
 
 
-class Suite(str, Enum):
+class Suite(StrEnum):
     paper = "paper"
     large = "large"
     both = "both"
@@ -98,8 +98,12 @@ def tasks_cmd(
     for r in rows:
         lib = f"{r['library']} ({', '.join(r['library_dtypes'])})" if r["library"] else "-"
         table.add_row(
-            r["name"], r["category"], ", ".join(r["dtypes"]), lib,
-            str(r["paper_cases"]), str(r["large_cases"]),
+            r["name"],
+            r["category"],
+            ", ".join(r["dtypes"]),
+            lib,
+            str(r["paper_cases"]),
+            str(r["large_cases"]),
         )
     console.print(table)
 
@@ -112,7 +116,9 @@ def _device_or_none():
 
 @app.command("device")
 def device_cmd(
-    refresh: Annotated[bool, typer.Option(help="Measure again instead of using the cache.")] = False,
+    refresh: Annotated[
+        bool, typer.Option(help="Measure again instead of using the cache.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """GPU, driver, nvcc, SMs, L2, and measured peaks (copy bandwidth, FP32/BF16 GEMM)."""
@@ -170,8 +176,15 @@ def eval_cmd(
     device = _device_or_none()
     picked = [int(x) for x in cases.split(",")] if cases else None
     with err_console.status("evaluating") as status:
-        ev = Evaluator(task, variant, suite.value, device.arch, cases=picked, base_seed=seed,
-                       progress=lambda m: status.update(m))
+        ev = Evaluator(
+            task,
+            variant,
+            suite.value,
+            device.arch,
+            cases=picked,
+            base_seed=seed,
+            progress=lambda m: status.update(m),
+        )
         report = ev.run([*standard_impls(task, variant), cand])
     data = report_json(task, report, device)
     if out:
@@ -195,7 +208,9 @@ def eval_cmd(
 
 @app.command("bench")
 def bench_cmd(
-    ops: Annotated[str | None, typer.Option(help="Comma-separated operators (default: all).")] = None,
+    ops: Annotated[
+        str | None, typer.Option(help="Comma-separated operators (default: all).")
+    ] = None,
     dtype: Annotated[Dtype, typer.Option(help="fp32, bf16 or both.")] = Dtype.both,
     suite: Annotated[Suite, typer.Option(help="paper, large or both.")] = Suite.both,
     out: Annotated[Path | None, typer.Option(help="JSON results file.")] = None,
@@ -213,23 +228,52 @@ def bench_cmd(
     results: list[dict] = []
     jobs = [(t, v, s) for t in tasks for v in _variants(dtype) for s in _suites(suite)]
     summary = Table(title=f"bench on {device.name}")
-    for col in ("operator", "dtype", "suite", "baseline", "library", "Σ base ms", "Σ lib ms",
-                "lib P", "lib geomean", "SOL (best, largest case)"):
+    for col in (
+        "operator",
+        "dtype",
+        "suite",
+        "baseline",
+        "library",
+        "Σ base ms",
+        "Σ lib ms",
+        "lib P",
+        "lib geomean",
+        "SOL (best, largest case)",
+    ):
         summary.add_column(col)
     t0 = time.monotonic()
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err_console) as progress:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+    ) as progress:
         bar = progress.add_task("bench", total=len(jobs))
         for task, variant, s in jobs:
             progress.update(bar, description=f"{task.name} {variant} {s}")
-            ev = Evaluator(task, variant, s, device.arch, base_seed=seed,
-                           progress=lambda m: progress.update(bar, description=m))
+            ev = Evaluator(
+                task,
+                variant,
+                s,
+                device.arch,
+                base_seed=seed,
+                progress=lambda m: progress.update(bar, description=m),
+            )
             report = ev.run(standard_impls(task, variant))
             data = report_json(task, report, device)
             results.append(data)
-            write_json({"device": data["device_facts"], "results": results,
-                        "wall_s": time.monotonic() - t0}, out)
-            scores = {sc.label: sc for sc in (score_impl(task, report, i, device) for i in report.impls)}
+            write_json(
+                {
+                    "device": data["device_facts"],
+                    "results": results,
+                    "wall_s": time.monotonic() - t0,
+                },
+                out,
+            )
+            scores = {
+                sc.label: sc for sc in (score_impl(task, report, i, device) for i in report.impls)
+            }
             summary.add_row(*_bench_row(task.name, variant, s, scores))
             progress.advance(bar)
     console.print(summary)
@@ -253,9 +297,17 @@ def _bench_row(name: str, variant: str, suite: str, scores: dict) -> list[str]:
         return text if s.verdict == "ok" else f"[red]{text} {s.verdict}[/red]"
 
     largest = max(range(len(base.cases)), key=lambda i: base.cases[i].complexity) if base else 0
-    sols = [s.cases[largest].sol_fraction for s in (base, lib) if s and s.cases[largest].sol_fraction]
+    sols = [
+        s.cases[largest].sol_fraction for s in (base, lib) if s and s.cases[largest].sol_fraction
+    ]
     return [
-        name, variant, suite, verdict(base), verdict(lib), total(base), total(lib),
+        name,
+        variant,
+        suite,
+        verdict(base),
+        verdict(lib),
+        total(base),
+        total(lib),
         f"{lib.score:.3g}" if lib and lib.score else "-",
         f"{lib.geomean:.3g}" if lib and lib.geomean else "-",
         f"{max(sols):.1%}" if sols else "-",
@@ -265,24 +317,10 @@ def _bench_row(name: str, variant: str, suite: str, scores: dict) -> list[str]:
 def main() -> None:
     """Entry point: a UserError is one line on stderr and exit code 2, never a traceback."""
     try:
-        app(standalone_mode=False)
+        app()
     except UserError as exc:
         err_console.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
         sys.exit(2)
-    except KeyboardInterrupt:
-        err_console.print("interrupted")
-        sys.exit(130)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
-            sys.exit(1)
-        raise
 
 
 if __name__ == "__main__":

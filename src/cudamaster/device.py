@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -43,8 +44,12 @@ class DeviceFacts:
 
 
 def _smi() -> dict[str, str]:
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "0").strip() in ("", "-1", "none", "NoDevFiles"):
+        raise UserError("no GPU found: CUDA_VISIBLE_DEVICES hides every GPU")
     if not shutil.which("nvidia-smi"):
-        raise UserError("no GPU found: nvidia-smi is not on PATH (this command needs an NVIDIA GPU)")
+        raise UserError(
+            "no GPU found: nvidia-smi is not on PATH (this command needs an NVIDIA GPU)"
+        )
     fields = "name,uuid,driver_version,compute_cap,memory.total"
     proc = subprocess.run(
         ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits", "-i", "0"],

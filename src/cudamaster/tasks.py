@@ -30,6 +30,13 @@ _DIST = re.compile(r"^(uniform|randint)\(\s*(-?[\d.eE+-]+)\s*,\s*(-?[\d.eE+-]+)\
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+def _check_formula(text: str) -> None:
+    try:
+        formula.parse(text)
+    except UserError as exc:  # pydantic reports ValueErrors with the field's location
+        raise ValueError(str(exc)) from None
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -51,7 +58,7 @@ class Arg(_Strict):
     def _parses(cls, text: str | None) -> str | None:
         if text is not None:
             for part in text.split(","):
-                formula.parse(part)
+                _check_formula(part)
         return text
 
     @field_validator("dist")
@@ -98,7 +105,7 @@ class Metrics(_Strict):
     @field_validator("complexity", "bytes", "flops")
     @classmethod
     def _parses(cls, text: str) -> str:
-        formula.parse(text)
+        _check_formula(text)
         return text
 
 
@@ -241,7 +248,8 @@ def _format_validation(path: Path, exc: ValidationError) -> str:
 
 
 def load_task(folder: Path) -> Task:
-    """Load and validate one task folder; a malformed task.toml raises UserError naming the field."""
+    """Load and validate one task folder; a malformed task.toml raises a UserError naming the
+    field."""
     path = folder / "task.toml"
     try:
         data = tomllib.loads(path.read_text())

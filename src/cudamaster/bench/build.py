@@ -66,7 +66,12 @@ class BuildResult:
 
 @cache
 def nvcc() -> str:
-    """Path of nvcc, or a UserError saying how to get one."""
+    """Path of nvcc ($CUDAMASTER_NVCC, else PATH, else /usr/local/cuda), or a UserError."""
+    chosen = os.environ.get("CUDAMASTER_NVCC")
+    if chosen:
+        if not Path(chosen).is_file():
+            raise UserError(f"nvcc not found at CUDAMASTER_NVCC={chosen}: fix or unset it")
+        return chosen
     found = shutil.which("nvcc") or (
         "/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None
     )
@@ -97,14 +102,23 @@ def _python_nvidia_dirs(sub: str) -> list[Path]:
     return dirs
 
 
+VENDOR_HEADERS = ("cublas_v2.h", "cusparse.h", "cudnn.h", "cufft.h")
+
+
 def vendor_include_dirs() -> list[Path]:
-    """Where cuBLAS/cuSPARSE/cuDNN headers may be: the toolkit, nvidia wheels, build/vendor."""
-    candidates = [Path("/usr/local/cuda/include")]
-    candidates += _python_nvidia_dirs("include")
+    """For each vendor header, the first folder that has it: the toolkit, the nvidia-* wheels,
+    then build/vendor (headers fetched by scripts/vendor-headers.sh). Only folders that hold a
+    vendor header are returned, so a wheel's own CUDA runtime headers never shadow nvcc's."""
+    toolkit = Path("/usr/local/cuda/include")
     env = os.environ.get("CUDAMASTER_VENDOR")
     vendor = Path(env) if env else Path(__file__).resolve().parents[3] / "build" / "vendor"
-    candidates += sorted(vendor.glob("nvidia/*/include"))
-    return [p for p in candidates if p.is_dir()]
+    search = [toolkit, *_python_nvidia_dirs("include"), *sorted(vendor.glob("nvidia/*/include"))]
+    found: list[Path] = []
+    for header in VENDOR_HEADERS:
+        first = next((d for d in search if (d / header).exists()), None)
+        if first is not None and first != toolkit and first not in found:
+            found.append(first)
+    return found
 
 
 def vendor_lib_dirs() -> list[Path]:
@@ -180,7 +194,7 @@ def build(
         code = source.read_bytes()
     except OSError as exc:
         raise UserError(f"cannot read {source}: {exc.strerror}") from None
-    includes = [f"-I{d}" for d in vendor_include_dirs()] if links else []
+    includes = [f"-I{d}" for d in vendor_include_dirs()]  # headers only; linking is checked
     out_kind = ["-c"] if compile_only else []
     flags = [*BASE_FLAGS, f"-arch={arch}", *extra_flags, *includes, *out_kind]
     if compile_only:

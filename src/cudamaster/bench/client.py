@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -44,7 +45,9 @@ class WorkerClient:
 
     def __init__(self, label: str) -> None:
         self.label = label
-        self.stderr = tempfile.NamedTemporaryFile(prefix=f"worker-{label}-", suffix=".log", delete=False)
+        self.stderr = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed in close())
+            prefix=f"worker-{label}-", suffix=".log", delete=False
+        )
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cudamaster.bench.worker"],
             stdin=subprocess.PIPE,
@@ -92,7 +95,9 @@ class WorkerClient:
         reply = json.loads(line)
         if reply.get("fatal"):
             self.kill()
-            raise WorkerDied(reply.get("verdict", "runtime_error"), reply.get("error", "unknown error"))
+            raise WorkerDied(
+                reply.get("verdict", "runtime_error"), reply.get("error", "unknown error")
+            )
         return reply
 
     def _died(self) -> WorkerDied:
@@ -104,10 +109,8 @@ class WorkerClient:
 
     def kill(self) -> None:
         if self.proc.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             self.proc.wait(timeout=30)
 
     def close(self) -> None:

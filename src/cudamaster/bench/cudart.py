@@ -39,7 +39,9 @@ def find_cudart() -> str:
         except OSError:
             continue
         return name
-    raise UserError("CUDA runtime (libcudart.so) not found: install the CUDA toolkit or set CUDA_HOME")
+    raise UserError(
+        "CUDA runtime (libcudart.so) not found: install the CUDA toolkit or set CUDA_HOME"
+    )
 
 
 class CudaError(RuntimeError):
@@ -107,7 +109,9 @@ class CudaRuntime:
 
     def attribute(self, attr: int, device: int = 0) -> int:
         v = ctypes.c_int(0)
-        self.check("cudaDeviceGetAttribute", self.lib.cudaDeviceGetAttribute(ctypes.byref(v), attr, device))
+        self.check(
+            "cudaDeviceGetAttribute", self.lib.cudaDeviceGetAttribute(ctypes.byref(v), attr, device)
+        )
         return v.value
 
     def malloc(self, nbytes: int) -> int:
@@ -136,7 +140,9 @@ class CudaRuntime:
         )
 
     def copy_d2d_async(self, dst: int, src: int, nbytes: int) -> None:
-        self.check("cudaMemcpyAsync D2D", self.lib.cudaMemcpyAsync(dst, src, nbytes, MEMCPY_D2D, None))
+        self.check(
+            "cudaMemcpyAsync D2D", self.lib.cudaMemcpyAsync(dst, src, nbytes, MEMCPY_D2D, None)
+        )
 
     def memset_async(self, ptr: int, value: int, nbytes: int) -> None:
         self.check("cudaMemsetAsync", self.lib.cudaMemsetAsync(ptr, value, nbytes, None))
@@ -158,7 +164,9 @@ class CudaRuntime:
     def elapsed_ms(self, start: int, end: int) -> float:
         self.check("cudaEventSynchronize", self.lib.cudaEventSynchronize(end))
         ms = ctypes.c_float(0.0)
-        self.check("cudaEventElapsedTime", self.lib.cudaEventElapsedTime(ctypes.byref(ms), start, end))
+        self.check(
+            "cudaEventElapsedTime", self.lib.cudaEventElapsedTime(ctypes.byref(ms), start, end)
+        )
         return ms.value
 
 

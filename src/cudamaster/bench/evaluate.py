@@ -209,13 +209,16 @@ class Evaluator:
         expected = {a["name"] for a in self.arg_specs if a["role"] not in ("input", "scalar")}
         if set(out) != expected:
             raise UserError(
-                f"{self.task.name}: oracle returned {sorted(out)}, expected outputs {sorted(expected)}"
+                f"{self.task.name}: oracle returned {sorted(out)}, "
+                f"expected outputs {sorted(expected)}"
             )
         return out
 
     # -- one case ---------------------------------------------------------------------------
     def _run_case(self, case: Case, lives: list[_Live], root: Path) -> None:
-        seeds = [case_seed(self.task.name, self.variant, case, s, self.base_seed) for s in range(N_SETS)]
+        seeds = [
+            case_seed(self.task.name, self.variant, case, s, self.base_seed) for s in range(N_SETS)
+        ]
         active = [lv for lv in lives if not lv.stop and lv.result.verdict == "pending"]
         sets = [make_inputs(self.task, case, self.variant, s) for s in seeds] if active else []
         params = dict(sets[0].params) if sets else dict(case.params)  # with derived ones (nnz)
@@ -227,16 +230,16 @@ class Evaluator:
         for lv in lives:
             if lv not in active:
                 results[lv.impl.label].verdict = "skipped"
-                results[lv.impl.label].detail = lv.result.detail or "stopped after an earlier failure"
+                results[lv.impl.label].detail = (
+                    lv.result.detail or "stopped after an earlier failure"
+                )
         if not active:
             return
         case_dir = root / f"case{case.index}"
         for s, inp in enumerate(sets):
             inp.write(case_dir / f"set{s}")
         oracles = [self._oracle(inp) for inp in sets]
-        arg_bytes = [
-            {**a, "nbytes": sets[0].nbytes.get(a["name"], 0)} for a in self.arg_specs
-        ]
+        arg_bytes = [{**a, "nbytes": sets[0].nbytes.get(a["name"], 0)} for a in self.arg_specs]
         scalars = [inp.call_scalars for inp in sets]
 
         # 1. checked first call, one implementation at a time
@@ -247,9 +250,18 @@ class Evaluator:
                 if lv.worker is None:
                     self._spawn(lv)
                 assert lv.worker is not None
-                lv.worker.request(120, cmd="setup", dir=str(case_dir), nsets=N_SETS, args=arg_bytes, scalars=scalars)
+                lv.worker.request(
+                    120,
+                    cmd="setup",
+                    dir=str(case_dir),
+                    nsets=N_SETS,
+                    args=arg_bytes,
+                    scalars=scalars,
+                )
                 out = case_dir / f"out-{lv.impl.label}-first"
-                reply = lv.worker.request(self.call_timeout_s, cmd="run", set=CHECK_SET, out=str(out))
+                reply = lv.worker.request(
+                    self.call_timeout_s, cmd="run", set=CHECK_SET, out=str(out)
+                )
             except WorkerDied as exc:
                 self._fail(lv, res, exc.verdict, exc.detail)
                 continue
@@ -261,7 +273,16 @@ class Evaluator:
                 res.verdict = "inputs_mutated"
                 res.detail = "the call changed input(s) " + ", ".join(reply["changed_inputs"])
                 continue
-            res.checks, res.paper_rule_passed = self._check(out, sets[CHECK_SET], oracles[CHECK_SET])
+            if reply["unordered_outputs"]:
+                res.verdict = "unsynchronized"
+                res.detail = (
+                    "output(s) " + ", ".join(reply["unordered_outputs"]) + " were still being "
+                    "written after the call returned (work not ordered with the default stream)"
+                )
+                continue
+            res.checks, res.paper_rule_passed = self._check(
+                out, sets[CHECK_SET], oracles[CHECK_SET]
+            )
             shutil.rmtree(out, ignore_errors=True)
             bad = [c for c in res.checks if not c.passed]
             if bad:
@@ -277,15 +298,24 @@ class Evaluator:
         for lv in list(timed):
             try:
                 assert lv.worker is not None
-                lv.worker.request(self._batch_timeout(lv, pol.warmup), cmd="time", n=pol.warmup, mode="cold", sets=list(TIMING_SETS), start=0)
+                lv.worker.request(
+                    self._batch_timeout(lv, pol.warmup),
+                    cmd="time",
+                    n=pol.warmup,
+                    mode="cold",
+                    sets=list(TIMING_SETS),
+                    start=0,
+                )
             except WorkerDied as exc:
                 self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
                 timed.remove(lv)
         while timed:
-            pending = [lv for lv in timed if not settled(times[lv.impl.label], spent[lv.impl.label], pol)]
+            pending = [
+                lv for lv in timed if not settled(times[lv.impl.label], spent[lv.impl.label], pol)
+            ]
             if not pending:
                 break
-            order = pending[turn % len(pending):] + pending[: turn % len(pending)]
+            order = pending[turn % len(pending) :] + pending[: turn % len(pending)]
             for lv in order:
                 label = lv.impl.label
                 out = case_dir / f"out-{label}-timed"
@@ -293,8 +323,13 @@ class Evaluator:
                 try:
                     assert lv.worker is not None
                     reply = lv.worker.request(
-                        self._batch_timeout(lv, pol.batch + 1), cmd="time", n=pol.batch + 1,
-                        mode="cold", sets=list(TIMING_SETS), start=turn, out=str(out),
+                        self._batch_timeout(lv, pol.batch + 1),
+                        cmd="time",
+                        n=pol.batch + 1,
+                        mode="cold",
+                        sets=list(TIMING_SETS),
+                        start=turn,
+                        out=str(out),
                     )
                 except WorkerDied as exc:
                     self._fail(lv, results[label], exc.verdict, exc.detail)
@@ -308,7 +343,9 @@ class Evaluator:
                 if bad:
                     res = results[label]
                     res.verdict = "wrong_when_timed"
-                    res.detail = "a timed call's output was wrong: " + "; ".join(c.summary() for c in bad)
+                    res.detail = "a timed call's output was wrong: " + "; ".join(
+                        c.summary() for c in bad
+                    )
                     timed.remove(lv)
             turn += 1
         for lv in timed:
@@ -319,10 +356,19 @@ class Evaluator:
             res = results[lv.impl.label]
             try:
                 assert lv.worker is not None
-                reply = lv.worker.request(self._batch_timeout(lv, pol.hot_samples + 1), cmd="time", n=pol.hot_samples + 1, mode="hot", sets=list(TIMING_SETS), start=0)
+                reply = lv.worker.request(
+                    self._batch_timeout(lv, pol.hot_samples + 1),
+                    cmd="time",
+                    n=pol.hot_samples + 1,
+                    mode="hot",
+                    sets=list(TIMING_SETS),
+                    start=0,
+                )
                 res.hot = summarize(reply["times_ms"][1:])
                 out = case_dir / f"out-{lv.impl.label}-recheck"
-                reply = lv.worker.request(self.call_timeout_s, cmd="run", set=RECHECK_SET, out=str(out))
+                reply = lv.worker.request(
+                    self.call_timeout_s, cmd="run", set=RECHECK_SET, out=str(out)
+                )
             except WorkerDied as exc:
                 self._fail(lv, res, exc.verdict, exc.detail)
                 continue
@@ -355,7 +401,12 @@ class Evaluator:
         symbol = self.task.symbol(self.variant)
         results = [ImplResult(label=i.label, source=str(i.source)) for i in impls]
         with ThreadPoolExecutor(max_workers=max(len(impls), 1)) as pool:
-            list(pool.map(lambda p: prepare(p[0], self.arch, symbol, p[1]), zip(impls, results, strict=True)))
+            list(
+                pool.map(
+                    lambda p: prepare(p[0], self.arch, symbol, p[1]),
+                    zip(impls, results, strict=True),
+                )
+            )
         lives = [_Live(i, r) for i, r in zip(impls, results, strict=True)]
         cases = self.task.cases(self.suite)
         if self.case_filter is not None:
@@ -363,7 +414,9 @@ class Evaluator:
         root = Path(tempfile.mkdtemp(prefix="cudamaster-", dir=self._scratch()))
         try:
             for case in cases:
-                self.progress(f"{self.task.name} {self.variant} {self.suite} case {case.index}: {case.label}")
+                self.progress(
+                    f"{self.task.name} {self.variant} {self.suite} case {case.index}: {case.label}"
+                )
                 self._run_case(case, lives, root)
         finally:
             for lv in lives:
@@ -379,9 +432,14 @@ class Evaluator:
                 else:
                     r.verdict = "ok"
         return EvalReport(
-            task=self.task.name, variant=self.variant, suite=self.suite,
-            base_seed=self.base_seed, arch=self.arch, device=self.device,
-            impls=results, wall_s=time.monotonic() - t_start,
+            task=self.task.name,
+            variant=self.variant,
+            suite=self.suite,
+            base_seed=self.base_seed,
+            arch=self.arch,
+            device=self.device,
+            impls=results,
+            wall_s=time.monotonic() - t_start,
         )
 
     def _scratch(self) -> str | None:

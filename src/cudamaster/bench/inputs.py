@@ -34,7 +34,8 @@ class InputSet:
     nbytes: dict[str, int] = field(default_factory=dict)
 
     def values(self, dtypes: dict[str, str]) -> dict[str, Any]:
-        """Exact float64 values of inputs (ints as int64), shaped, plus scalars: the oracle's view."""
+        """The oracle's view: exact float64 values of the inputs (ints as int64), shaped, and the
+        scalars."""
         out: dict[str, Any] = dict(self.scalars)
         for name, arr in self.stored.items():
             out[name] = to_float64(arr, dtypes[name]).reshape(self.shapes[name])

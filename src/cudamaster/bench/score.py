@@ -31,7 +31,9 @@ def geometric_mean(values: Sequence[float]) -> float:
     return math.exp(math.fsum(math.log(v) for v in values) / len(values))
 
 
-def speed_of_light_ms(bytes_: float, flops: float, bandwidth_gbs: float, peak_gflops: float) -> float:
+def speed_of_light_ms(
+    bytes_: float, flops: float, bandwidth_gbs: float, peak_gflops: float
+) -> float:
     """The floor time: max(bytes / bandwidth, FLOPs / peak), in milliseconds."""
     return max(bytes_ / (bandwidth_gbs * 1e9), flops / (peak_gflops * 1e9)) * 1e3
 
@@ -48,7 +50,8 @@ class SuccessRow:
 
 
 def success_table(scores: Sequence[float | None], taus: Sequence[float] = TAUS) -> list[SuccessRow]:
-    """Cumulative success: tau = 0 counts correct tasks (score not None), tau > 0 those with P >= tau."""
+    """Cumulative success: tau = 0 counts correct tasks (score not None), tau > 0 those with
+    P >= tau."""
     rows = []
     for tau in taus:
         solved = sum(1 for s in scores if s is not None and (tau == 0 or s >= tau))

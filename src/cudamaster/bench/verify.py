@@ -88,10 +88,11 @@ def compare(
     if got.size != ref.size:
         raise ValueError(f"{name}: output has {got.size} elements, oracle {ref.size}")
     scale = np.abs(ref) if mag is None else np.asarray(mag, dtype=np.float64).reshape(-1)
-    bound = tol.atol + tol.rtol * np.abs(ref) + tol.mtol * scale
     with np.errstate(invalid="ignore"):
-        err = np.where(got == ref, 0.0, np.abs(got - ref))  # equal infinities are exact
-        ok = err <= bound  # NaN compares False, so NaN fails
+        bound = tol.atol + tol.rtol * np.abs(ref) + tol.mtol * scale
+        exact = got == ref  # equal infinities are exact
+        err = np.where(exact, 0.0, np.abs(got - ref))
+        ok = exact | (err <= bound)  # NaN compares False, so NaN fails
     failed_idx = np.flatnonzero(~ok)
     allowed = allowed_failures(tol.budget, got.size)
     finite = np.isfinite(err)
@@ -111,7 +112,7 @@ def compare(
         name=name,
         passed=len(failed_idx) <= allowed,
         checked=int(got.size),
-        failed=int(len(failed_idx)),
+        failed=len(failed_idx),
         allowed_failures=allowed,
         nan_count=int(np.count_nonzero(np.isnan(got))),
         max_abs_error=float(err[finite].max()) if finite.any() else math.inf,

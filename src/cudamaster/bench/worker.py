@@ -45,6 +45,7 @@ class ArgBuffers:
     dtype: str
     nbytes: int
     work: int = 0  # device buffer passed to the call (outputs, in-place)
+    snapshot: int = 0  # what the default stream saw right after the call returned
     per_set: list[int] = field(default_factory=list)  # device copies of each input set
     host: list[np.ndarray] = field(default_factory=list)  # host copies, for the unchanged check
 
@@ -55,6 +56,7 @@ class Worker:
         self.fn: Any = None
         self.args: list[ArgBuffers] = []
         self.scalars: list[list[Any]] = []
+        self.arg_specs: list[dict] = []
         self.flush_ptr = 0
         self.flush_bytes = 0
         self.events: tuple[int, int] = (0, 0)
@@ -72,10 +74,12 @@ class Worker:
         self.flush_bytes = max(4 * l2, 256 << 20)
         self.flush_ptr = self.rt.malloc(self.flush_bytes)
         self.events = (self.rt.event(), self.rt.event())
+        major = self.rt.attribute(ATTR_CC_MAJOR, device)
+        minor = self.rt.attribute(ATTR_CC_MINOR, device)
         return {
             "sm_count": self.rt.attribute(ATTR_SM_COUNT, device),
             "l2_bytes": l2,
-            "cc": f"{self.rt.attribute(ATTR_CC_MAJOR, device)}{self.rt.attribute(ATTR_CC_MINOR, device)}",
+            "cc": str(10 * major + minor),
             "cudart": self.rt.path,
         }
 
@@ -115,13 +119,16 @@ class Worker:
                 for s in range(nsets):
                     host = np.fromfile(base / f"set{s}" / f"{buf.name}.bin", dtype=np.uint8)
                     if host.nbytes != buf.nbytes:
-                        raise RuntimeError(f"{buf.name}: file has {host.nbytes} bytes, not {buf.nbytes}")
+                        raise RuntimeError(
+                            f"{buf.name}: file has {host.nbytes} bytes, not {buf.nbytes}"
+                        )
                     ptr = self.rt.malloc(buf.nbytes)
                     self.rt.upload_array(ptr, host)
                     buf.per_set.append(ptr)
                     buf.host.append(host)
             if buf.role != "input":
                 buf.work = self.rt.malloc(buf.nbytes)
+                buf.snapshot = self.rt.malloc(buf.nbytes)
             self.args.append(buf)
         self.arg_specs = args
         self.scalars = scalars
@@ -168,10 +175,17 @@ class Worker:
         args = self._call_args(set)
         t0 = time.perf_counter()
         self.fn(*args)
+        # Right after the call returns, copy the outputs on the legacy default stream: a caller
+        # ordered after the call sees exactly this. Work left running on a stream that is not
+        # ordered with it (a non-blocking stream, a host thread) makes the copy differ.
+        for buf in self.args:
+            if buf.role != "input":
+                self.rt.copy_d2d_async(buf.snapshot, buf.work, buf.nbytes)
         self.rt.synchronize()
         wall_ms = (time.perf_counter() - t0) * 1e3
         self.rt.last_error()
         self._write_outputs(out)
+        unordered = [b.name for b in self.args if b.role != "input" and not self._same(b)]
         changed = []
         for buf in self.args:
             if buf.role == "input":
@@ -188,7 +202,16 @@ class Worker:
             "changed_inputs": changed,
             "vendor_libraries": libs,
             "new_threads": thread_count() - self.baseline_threads,
+            "unordered_outputs": unordered,
         }
+
+    def _same(self, buf: ArgBuffers) -> bool:
+        assert self.rt is not None
+        a = np.empty(buf.nbytes, dtype=np.uint8)
+        b = np.empty(buf.nbytes, dtype=np.uint8)
+        self.rt.download_into(a, buf.work)
+        self.rt.download_into(b, buf.snapshot)
+        return bool(np.array_equal(a, b))
 
     def time(self, n: int, mode: str, sets: list[int], start: int, out: str | None = None) -> dict:
         """n timed calls rotating over input sets; cold mode flushes L2 before each."""
@@ -216,7 +239,7 @@ class Worker:
     def release(self) -> dict:
         if self.rt is not None:
             for buf in self.args:
-                for p in [*buf.per_set, buf.work]:
+                for p in [*buf.per_set, buf.work, buf.snapshot]:
                     if p:
                         self.rt.free(p)
         self.args = []

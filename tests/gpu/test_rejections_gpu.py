@@ -1,0 +1,54 @@
+"""Known-wrong implementations are rejected on the GPU, each for the right reason, and a crash
+or a hang in one worker never stops the others from evaluating normally."""
+
+from pathlib import Path
+
+import pytest
+
+from cudamaster.bench.evaluate import Evaluator, Impl
+from cudamaster.bench.timing import TimingPolicy
+from cudamaster.tasks import get_task
+
+pytestmark = pytest.mark.gpu
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+
+# fixture -> the verdict it must get
+EXPECTED = {
+    "unwritten.cu": "wrong",
+    "off_by_one.cu": "wrong",
+    "writes_nan.cu": "wrong",
+    "illegal_address.cu": "runtime_error",
+    "infinite_loop.cu": "timeout",
+    "other_stream.cu": "unsynchronized",
+    "cached_first_call.cu": "wrong_when_timed",
+    "mutates_input.cu": "inputs_mutated",
+    "hardcoded_size.cu": "wrong",
+    "calls_cublas.cu": "forbidden",
+    "dlopens_cublas.cu": "forbidden",
+}
+
+
+def test_known_wrong_implementations_are_rejected_for_the_right_reason(arch, record):
+    task = get_task("vector_add")
+    impls = [Impl("baseline", task.source("baseline", "fp32"), trusted=True)]
+    impls += [Impl(name.removesuffix(".cu"), FIX / "wrong" / name) for name in EXPECTED]
+    impls.append(Impl("good", FIX / "good" / "vector_add_grid.cu"))  # evaluated after the crashes
+    policy = TimingPolicy(warmup=1, batch=3, min_samples=6, max_samples=12, time_cap_s=0.5)
+    ev = Evaluator(task, "fp32", "paper", arch, policy=policy, cases=[0, 1], call_timeout_s=15)
+    report = ev.run(impls)
+    got = {i.label: (i.verdict, i.detail) for i in report.impls}
+    record("rejections", got)
+    for name, verdict in EXPECTED.items():
+        label = name.removesuffix(".cu")
+        assert got[label][0] == verdict or (
+            verdict == "runtime_error" and got[label][0] == "crash"
+        ), (label, got[label])
+    assert (
+        "illegal memory access" in got["illegal_address"][1] or got["illegal_address"][0] == "crash"
+    )
+    assert "case 1" in got["hardcoded_size"][1]  # right on N = 1024, wrong from the next size on
+    assert got["baseline"][0] == "ok" and got["good"][0] == "ok"
+    good = report.impl("good")
+    base = report.impl("baseline")
+    assert all(c.cold is not None for c in good.cases)
+    assert good.cases[1].cold.median_ms < base.cases[1].cold.median_ms

@@ -1,0 +1,102 @@
+"""Timing honesty: A/A speedups near 1, and a harness overhead of a few microseconds."""
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cudamaster.bench.build import build
+from cudamaster.bench.client import WorkerClient, worker_env
+from cudamaster.bench.evaluate import Evaluator, Impl
+from cudamaster.bench.inputs import make_inputs
+from cudamaster.tasks import get_task
+
+pytestmark = pytest.mark.gpu
+OVERHEAD = Path(__file__).resolve().parents[1] / "fixtures" / "overhead"
+
+
+@pytest.mark.parametrize(
+    ("op", "suite"), [("vector_add", "large"), ("matrix_mul", "paper"), ("softmax", "paper")]
+)
+def test_baseline_against_itself_gives_speedups_near_one(op, suite, arch, record):
+    task = get_task(op)
+    src = task.source("baseline", "fp32")
+    report = Evaluator(task, "fp32", suite, arch).run(
+        [Impl("baseline", src, trusted=True), Impl("candidate", src)]
+    )
+    a, b = report.impl("baseline"), report.impl("candidate")
+    ratios = [
+        ca.cold.median_ms / cb.cold.median_ms for ca, cb in zip(a.cases, b.cases, strict=True)
+    ]
+    spreads = [max(ca.cold.spread, cb.cold.spread) for ca, cb in zip(a.cases, b.cases, strict=True)]
+    record(
+        f"aa-{op}-{suite}",
+        {"ratios": ratios, "spreads": spreads, "max_abs_dev": max(abs(r - 1) for r in ratios)},
+    )
+    assert all(abs(r - 1) < 0.05 for r in ratios), ratios
+
+
+def _time_through_worker(label: str, lib: Path, case_dir: Path, ev: Evaluator, sets) -> dict:
+    w = WorkerClient(label)
+    try:
+        w.request(60, cmd="init", device=0)
+        assert w.request(60, cmd="load", library=str(lib), symbol="vector_add", args=ev.arg_specs)[
+            "ok"
+        ]
+        specs = [{**a, "nbytes": sets[0].nbytes.get(a["name"], 0)} for a in ev.arg_specs]
+        w.request(
+            60,
+            cmd="setup",
+            dir=str(case_dir),
+            nsets=2,
+            args=specs,
+            scalars=[s.call_scalars for s in sets],
+        )
+        cold = w.request(120, cmd="time", n=300, mode="cold", sets=[0, 1], start=0)["times_ms"]
+        hot = w.request(120, cmd="time", n=300, mode="hot", sets=[0, 1], start=0)["times_ms"]
+    finally:
+        w.close()
+    return {
+        "cold_us": float(np.median(cold[20:]) * 1e3),
+        "hot_us": float(np.median(hot[20:]) * 1e3),
+    }
+
+
+def test_harness_overhead_is_a_few_microseconds(arch, record):
+    task = get_task("vector_add")
+    ev = Evaluator(task, "fp32", "paper", arch)
+    case = task.cases("paper")[0]
+    sets = [make_inputs(task, case, "fp32", s) for s in (1, 2)]
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, s in enumerate(sets):
+            s.write(Path(tmp) / f"set{i}")
+        noop = _time_through_worker(
+            "noop", build(OVERHEAD / "noop.cu", arch).library, Path(tmp), ev, sets
+        )
+        empty_lib = build(OVERHEAD / "empty_kernel.cu", arch).library
+        empty = _time_through_worker("empty", empty_lib, Path(tmp), ev, sets)
+    probe = (
+        "import ctypes, sys; f = ctypes.CDLL(sys.argv[1]).raw_launch_sync_us; "
+        "f.restype = ctypes.c_double; print(f(2000))"
+    )
+    raw = float(
+        subprocess.run(
+            [sys.executable, "-c", probe, str(empty_lib)],
+            capture_output=True,
+            text=True,
+            env=worker_env(),
+            check=True,
+        ).stdout
+    )
+    figures = {
+        "raw_empty_launch_sync_us": raw,
+        "harness_noop": noop,
+        "harness_empty_kernel": empty,
+        "overhead_on_empty_kernel_us": empty["cold_us"] - raw,
+    }
+    record("overhead", figures)
+    assert noop["cold_us"] <= raw + 5.0
+    assert empty["cold_us"] - raw <= 5.0

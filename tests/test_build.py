@@ -1,0 +1,91 @@
+"""Every .cu compiles with nvcc; the pre-run checks refuse what they must, for the right reason."""
+
+from pathlib import Path
+
+import pytest
+
+from cudamaster.bench.build import BuildError, build, parse_ptxas
+from cudamaster.bench.evaluate import Impl, ImplResult, prepare
+from cudamaster.bench.symbols import check_library, defines_symbol
+from cudamaster.tasks import discover
+
+ARCH = "sm_90"
+WRONG = Path(__file__).parent / "fixtures" / "wrong"
+
+
+def _sources(kind: str):
+    for task in discover().values():
+        for variant in ("fp32", "bf16"):
+            src = task.source(kind, variant)
+            if src is not None:
+                yield pytest.param(task, variant, src, id=f"{task.name}-{src.name}")
+
+
+@pytest.mark.parametrize(("task", "variant", "src"), list(_sources("baseline")))
+def test_baseline_builds_exports_its_symbol_and_uses_nothing_forbidden(task, variant, src):
+    result = build(src, ARCH)
+    assert defines_symbol(result.library, task.symbol(variant))
+    report = check_library(result.library)
+    assert report.ok, report.forbidden
+    assert result.resources, "ptxas -v reported no kernel"
+
+
+@pytest.mark.parametrize(("task", "variant", "src"), list(_sources("library")))
+def test_library_baseline_compiles(task, variant, src, vendor_headers):
+    result = build(src, ARCH, tuple(task.spec.library_links), compile_only=True)
+    assert result.library.stat().st_size > 0
+
+
+def test_builds_are_cached_by_content(tmp_path):
+    src = tmp_path / "k.cu"
+    src.write_text('extern "C" void vector_add(const float*, const float*, float*, int) {}\n')
+    first = build(src, ARCH)
+    again = build(src, ARCH)
+    assert again.cached and again.library == first.library
+    src.write_text(src.read_text() + "// changed\n")
+    assert build(src, ARCH).library != first.library
+
+
+def test_compile_error_carries_the_compilers_message():
+    with pytest.raises(BuildError) as exc:
+        build(WRONG / "compile_error.cu", ARCH)
+    assert "compile_error.cu" in str(exc.value) and "error" in str(exc.value)
+    assert "return value" in str(exc.value) or "return" in str(exc.value)
+    assert exc.value.log_path.exists()
+
+
+@pytest.mark.parametrize(
+    ("fixture", "verdict", "reason"),
+    [
+        ("compile_error.cu", "compile_error", "error"),
+        ("wrong_symbol.cu", "missing_symbol", 'extern "C" vector_add'),
+        ("calls_cublas.cu", "forbidden", "cublas"),
+        ("opens_file.cu", "forbidden", "calls fopen"),
+        ("raw_syscall.cu", "forbidden", "raw syscall"),
+    ],
+)
+def test_refused_before_running(fixture, verdict, reason, vendor_headers):
+    result = ImplResult("candidate", fixture)
+    prepare(Impl("candidate", WRONG / fixture), ARCH, "vector_add", result)
+    assert result.verdict == verdict, result.detail
+    assert reason in result.detail
+
+
+@pytest.mark.parametrize(
+    "fixture", ["off_by_one.cu", "other_stream.cu", "cached_first_call.cu", "dlopens_cublas.cu"]
+)
+def test_runtime_cheats_pass_the_static_checks(fixture):
+    # these need the GPU to be caught (tests/gpu); statically they look fine
+    result = ImplResult("candidate", fixture)
+    prepare(Impl("candidate", WRONG / fixture), ARCH, "vector_add", result)
+    assert result.verdict == "pending", result.detail
+
+
+def test_parse_ptxas():
+    text = """ptxas info    : Compiling entry function '_Z1kPf' for 'sm_90'
+ptxas info    : Function properties for _Z1kPf
+    16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 40 registers, used 1 barriers, 2048 bytes smem, 360 bytes cmem[0]"""
+    (k,) = parse_ptxas(text)
+    assert (k.kernel, k.registers, k.shared_bytes) == ("_Z1kPf", 40, 2048)
+    assert (k.stack_bytes, k.spill_stores, k.spill_loads) == (16, 8, 4)

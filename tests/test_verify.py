@@ -1,0 +1,61 @@
+import numpy as np
+
+from cudamaster.bench.verify import allowed_failures, compare
+from cudamaster.tasks import PaperRule, Tolerance
+
+TOL = Tolerance(rtol=1e-6, atol=1e-7)
+ABS = PaperRule(kind="abs", tol=1e-2)
+
+
+def test_nan_always_fails():
+    ref = np.ones(8)
+    got = ref.copy()
+    got[3] = np.nan
+    r = compare("y", got, ref, None, TOL, ABS, "f32")
+    assert not r.passed and r.nan_count == 1 and r.failed == 1
+    assert not r.paper_rule_passed
+
+
+def test_exact_and_reordered_sums_pass_real_errors_fail():
+    rng = np.random.default_rng(1)
+    terms = rng.uniform(-1, 1, (64, 4096)).astype(np.float32)
+    ref = terms.astype(np.float64).sum(axis=1)
+    mag = np.abs(terms.astype(np.float64)).sum(axis=1)
+    tol = Tolerance(rtol=1e-6, mtol=2e-6)
+    sequential = np.array([np.float32(0) + np.cumsum(t, dtype=np.float32)[-1] for t in terms])
+    pairwise = terms.sum(axis=1, dtype=np.float32)
+    assert compare("y", sequential, ref, mag, tol, ABS, "f32").passed
+    assert compare("y", pairwise, ref, mag, tol, ABS, "f32").passed
+    dropped = sequential - terms[:, -1]  # off by one: the last term is missing
+    assert not compare("y", dropped, ref, mag, tol, ABS, "f32").passed
+
+
+def test_equal_infinities_pass():
+    ref = np.array([np.inf, -np.inf, 1.0])
+    assert compare("y", ref.copy(), ref, None, TOL, ABS, "f32").passed
+
+
+def test_budget_matches_the_original_counts():
+    # the spec's allowed failures for 1% of N = 1024 .. 2^18
+    assert [allowed_failures(0.01, 2**k) for k in (10, 12, 14, 16, 18)] == [10, 40, 163, 655, 2621]
+    assert allowed_failures(0.0, 10**6) == 0
+
+
+def test_failure_report_names_the_first_mismatch():
+    ref = np.arange(10, dtype=np.float64) + 1
+    got = ref.copy()
+    got[7] = 0.0
+    r = compare("C", got, ref, None, TOL, ABS, "f32")
+    assert r.failed == 1 and r.mismatches[0].index == [7]
+    assert "expected 8" in r.summary() and "got 0" in r.summary()
+
+
+def test_paper_rel_rule_uses_absolute_test_at_zero():
+    rel = PaperRule(kind="rel", tol=1e-3)
+    ref = np.array([0.0, 100.0])
+    got = np.array([5e-4, 100.05])
+    assert compare("y", got, ref, None, Tolerance(rtol=1.0, atol=1.0), rel, "f32").paper_rule_passed
+    got = np.array([2e-3, 100.0])
+    assert not compare(
+        "y", got, ref, None, Tolerance(rtol=1.0, atol=1.0), rel, "f32"
+    ).paper_rule_passed
