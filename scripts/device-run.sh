@@ -3,6 +3,12 @@
 #   scripts/device-run.sh [pytest -k expression] [bench ops]
 # Runs from the source tree (no install needed, no network needed); logs and JSON go to $OUT.
 set -uo pipefail
+# wheels the GPU image lacks (pydantic) travel in .whl/ (see AGENTS.md)
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export CUDAMASTER_CACHE="${CUDAMASTER_CACHE:-/tmp/cudamaster-cache}"
 out="${OUT:-/tmp/out}"; mkdir -p "$out"

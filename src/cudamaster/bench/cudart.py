@@ -15,7 +15,7 @@ from pathlib import Path
 from ..errors import UserError
 
 ATTR_SM_COUNT = 16
-ATTR_L2_BYTES = 89
+ATTR_L2_BYTES = 38
 ATTR_CC_MAJOR = 75
 ATTR_CC_MINOR = 76
 MEMCPY_H2D, MEMCPY_D2H, MEMCPY_D2D = 1, 2, 3
@@ -33,7 +33,10 @@ def _candidates() -> list[str]:
 
 
 def find_cudart() -> str:
-    for name in _candidates():
+    """The runtime library: $CUDAMASTER_CUDART if set (tests use a CPU stand-in), else the
+    toolkit's, else the nvidia wheels', else the loader's."""
+    forced = os.environ.get("CUDAMASTER_CUDART")
+    for name in [forced] if forced else _candidates():
         try:
             ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
         except OSError:

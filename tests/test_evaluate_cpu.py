@@ -1,0 +1,98 @@
+"""The whole evaluation protocol on the CPU: the worker runs against a stand-in for the CUDA
+runtime (host memory, a host clock), and implementations are plain C built with gcc. This
+proves the coordinator, the worker protocol, the verdicts and the reports without a GPU."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cudamaster.bench import evaluate
+from cudamaster.bench.build import BuildResult
+from cudamaster.bench.evaluate import Evaluator, Impl
+from cudamaster.bench.timing import TimingPolicy
+from cudamaster.report import score_impl
+from cudamaster.tasks import get_task
+
+FAKE = Path(__file__).parent / "fixtures" / "fake_cuda"
+pytestmark = pytest.mark.skipif(not shutil.which("gcc"), reason="needs gcc")
+
+
+@pytest.fixture
+def fake_cuda(tmp_path, monkeypatch):
+    runtime = tmp_path / "libcudart.so.13"
+    subprocess.run(
+        [
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-Wl,-soname,libcudart.so.13",
+            "-o",
+            str(runtime),
+            str(FAKE / "fake_cudart.c"),
+        ],
+        check=True,
+    )
+    monkeypatch.setenv("CUDAMASTER_CUDART", str(runtime))
+
+    def gcc_build(source, arch, links=(), extra_flags=(), compile_only=False):
+        lib = tmp_path / (Path(source).stem + ".so")
+        subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(lib), str(source)], check=True)
+        return BuildResult(Path(source), lib, lib, [], False, [])
+
+    monkeypatch.setattr(evaluate, "build", gcc_build)
+    return tmp_path
+
+
+POLICY = TimingPolicy(warmup=1, batch=3, min_samples=6, max_samples=30, time_cap_s=0.5)
+
+
+def run(*names: str, cases=(0, 1), timeout: float = 20.0):
+    task = get_task("vector_add")
+    impls = [Impl("baseline", FAKE / "vector_add_cpu.c", trusted=True)]
+    impls += [Impl(n, FAKE / f"{n}.c") for n in names]
+    ev = Evaluator(
+        task, "fp32", "paper", "sm_90", policy=POLICY, cases=list(cases), call_timeout_s=timeout
+    )
+    return task, ev.run(impls)
+
+
+def test_correct_implementations_pass_and_are_timed_together(fake_cuda):
+    task, report = run("vector_add_cpu_slow")
+    base, slow = report.impl("baseline"), report.impl("vector_add_cpu_slow")
+    assert base.verdict == "ok" and slow.verdict == "ok", (base.detail, slow.detail)
+    for case in base.cases + slow.cases:
+        assert case.cold is not None and case.cold.samples >= POLICY.min_samples
+        assert case.hot is not None and case.paper_rule_passed
+        assert len(set(case.seeds)) == 3
+    score = score_impl(task, report, slow, None)
+    assert score.score is not None and score.score < 1.0  # three times the work is slower
+    assert report.device["sm_count"] == 4
+
+
+def test_unwritten_element_is_caught_by_the_poison(fake_cuda):
+    _, report = run("vector_add_cpu_wrong")
+    wrong = report.impl("vector_add_cpu_wrong")
+    assert wrong.verdict == "wrong"
+    assert "1/1024 elements wrong, 1 NaN" in wrong.detail
+
+
+def test_crash_and_hang_are_verdicts_and_the_others_still_evaluate(fake_cuda):
+    _, report = run("crashes", "hangs", "vector_add_cpu_slow", timeout=3)
+    assert report.impl("crashes").verdict == "crash"
+    assert "SIGSEGV" in report.impl("crashes").detail
+    assert report.impl("hangs").verdict == "timeout"
+    assert report.impl("hangs").cases[1].verdict == "skipped"  # no second wait after a hang
+    assert report.impl("vector_add_cpu_slow").verdict == "ok"
+    assert report.impl("baseline").verdict == "ok"
+
+
+def test_input_mutation_and_first_call_caching_are_caught(fake_cuda):
+    _, report = run("mutates", "caches", cases=(0,))
+    assert report.impl("mutates").verdict == "inputs_mutated"
+    assert "A" in report.impl("mutates").detail
+    assert report.impl("caches").verdict == "wrong_when_timed"
