@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything the closing note needs from a GPU machine, in one call:
-#   scripts/device-run.sh [pytest -k expression] [bench ops]
+#   scripts/device-run.sh [pytest -k expression] [ops for the bench test, default all]
 # Runs from the source tree (no install needed, no network needed); logs and JSON go to $OUT.
 set -uo pipefail
 # wheels the GPU image lacks (pydantic) travel in .whl/ (see AGENTS.md)
@@ -13,16 +13,17 @@ export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export CUDAMASTER_CACHE="${CUDAMASTER_CACHE:-/tmp/cudamaster-cache}"
 out="${OUT:-/tmp/out}"; mkdir -p "$out"
 export CUDAMASTER_TEST_OUT="$out/figures"
-select="${1:-}"; ops="${2:-}"
+select="${1:-}"
+[ -n "${2:-}" ] && export CUDAMASTER_BENCH_OPS="$2"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
+nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv  # anyone else here?
+df -h /tmp /dev/shm | tail -2
 python3 -m cudamaster.cli device 2>&1 | tee "$out/device.txt"
 if [ "$select" != "none" ]; then
-  CUDAMASTER_REQUIRE_GPU=1 python3 -m pytest tests/gpu -m gpu -q -rA ${select:+-k "$select"} \
-    -p no:cacheprovider 2>&1 | tee "$out/pytest-gpu.txt" | grep -vE "^(PASSED|SKIPPED)"
+  # live logs and a stack dump of any test stuck for 4 minutes, so a hang says where it is
+  CUDAMASTER_REQUIRE_GPU=1 python3 -m pytest tests/gpu -m gpu -rA ${select:+-k "$select"} \
+    -p no:cacheprovider -o log_cli=true --log-cli-level=INFO -o faulthandler_timeout=240 \
+    --durations=15 2>&1 | tee "$out/pytest-gpu.txt" | grep -vE "^(PASSED|SKIPPED)|INFO"
 fi
-if [ -n "$ops" ] && [ "$ops" != "none" ]; then
-  args=(); [ "$ops" != "all" ] && args=(--ops "$ops")
-  ( time python3 -m cudamaster.cli bench "${args[@]}" --out "$out/bench.json" ) 2>&1 \
-    | tee "$out/bench.txt" | tail -60
-fi
-(cd "$out" && tar czf figures.tgz figures 2>/dev/null; rm -rf figures)
+# at most 8 files come back: pack the figures and the bench JSON
+(cd "$out" && tar czf figures.tgz figures 2>/dev/null && rm -rf figures)

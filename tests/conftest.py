@@ -45,7 +45,7 @@ def vendor_headers() -> None:
 
     def have_all() -> bool:
         dirs = [*vendor_include_dirs(), Path("/usr/local/cuda/include")]
-        return all(any((d / h).exists() for d in dirs) for h in VENDOR_HEADERS[:3])
+        return all(any((d / h).exists() for d in dirs) for h in VENDOR_HEADERS)
 
     if not have_all():
         subprocess.run(["bash", str(ROOT / "scripts" / "vendor-headers.sh")], check=True, cwd=ROOT)

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 #: Flags of every build; baselines use these and nothing else (the original used nvcc defaults).
 BASE_FLAGS = ("-O3", "-Xcompiler", "-fPIC", "-shared", "-cudart", "shared", "-Xptxas", "-v")
+NVCC_TIMEOUT_S = 600
 LINK_NAMES = {"cublas": "cublas", "cusparse": "cusparse", "cufft": "cufft", "cudnn": "cudnn"}
 
 
@@ -215,7 +216,14 @@ def build(
     (out_dir / "source.cu").write_bytes(code)
     cmd = [nvcc(), *flags, "-o", str(library), str(out_dir / "source.cu"), *link]
     log.debug("nvcc: %s", " ".join(cmd))
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, check=False, timeout=NVCC_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired:
+        log_path.write_text(f"$ {' '.join(cmd)}\nnvcc timed out after {NVCC_TIMEOUT_S} s\n")
+        message = f"nvcc timed out after {NVCC_TIMEOUT_S} s on {source.name}"
+        raise BuildError(message, log_path) from None
     log_text = f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}"
     log_path.write_text(log_text)
     if proc.returncode != 0:

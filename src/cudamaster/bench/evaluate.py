@@ -155,6 +155,7 @@ class Evaluator:
     # -- workers ----------------------------------------------------------------------------
     def _spawn(self, live: _Live) -> None:
         assert live.result.build is not None
+        log.info("starting a worker for %s", live.impl.label)
         worker = WorkerClient(live.impl.label)
         try:
             info = worker.request(60, cmd="init", device=0)
@@ -216,6 +217,7 @@ class Evaluator:
 
     # -- one case ---------------------------------------------------------------------------
     def _run_case(self, case: Case, lives: list[_Live], root: Path) -> None:
+        t_case = time.monotonic()
         seeds = [
             case_seed(self.task.name, self.variant, case, s, self.base_seed) for s in range(N_SETS)
         ]
@@ -238,7 +240,14 @@ class Evaluator:
         case_dir = root / f"case{case.index}"
         for s, inp in enumerate(sets):
             inp.write(case_dir / f"set{s}")
-        oracles = [self._oracle(inp) for inp in sets]
+        oracles = _LazyOracles(self._oracle, sets)
+        log.info(
+            "%s %s case %d: inputs ready in %.1f s",
+            self.task.name,
+            self.variant,
+            case.index,
+            time.monotonic() - t_case,
+        )
         arg_bytes = [{**a, "nbytes": sets[0].nbytes.get(a["name"], 0)} for a in self.arg_specs]
         scalars = [inp.call_scalars for inp in sets]
 
@@ -290,6 +299,8 @@ class Evaluator:
                 continue
             timed.append(lv)
 
+        verdicts = {lv.impl.label: results[lv.impl.label].verdict for lv in active}
+        log.info("first calls checked: %s", verdicts)
         # 2. timing, interleaved turn by turn
         times: dict[str, list[float]] = {lv.impl.label: [] for lv in timed}
         spent: dict[str, float] = {lv.impl.label: 0.0 for lv in timed}
@@ -350,6 +361,7 @@ class Evaluator:
             turn += 1
         for lv in timed:
             results[lv.impl.label].cold = summarize(times[lv.impl.label])
+        log.info("timed in %d turns: %s", turn, {k: len(v) for k, v in times.items()})
 
         # 3. hot L2 (back-to-back calls, no flush), then 4. re-check on a fresh input set
         for lv in list(timed):
@@ -448,6 +460,21 @@ class Evaluator:
             return str(self.work_dir)
         shm = Path("/dev/shm")
         return str(shm) if shm.is_dir() else None
+
+
+class _LazyOracles:
+    """The oracle of each input set, computed the first time a check needs it."""
+
+    def __init__(self, compute: Callable[[InputSet], dict[str, Any]], sets: list[InputSet]):
+        self._compute, self._sets = compute, sets
+        self._done: dict[int, dict[str, Any]] = {}
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        if index not in self._done:
+            t0 = time.monotonic()
+            self._done[index] = self._compute(self._sets[index])
+            log.info("oracle of set %d in %.1f s", index, time.monotonic() - t0)
+        return self._done[index]
 
 
 def _label(params: dict[str, Any]) -> str:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,14 +49,41 @@ class InputSet:
             arr.tofile(folder / f"{name}.bin")
 
 
-def _draw(rng: np.random.Generator, dist: tuple[str, float, float], size: int, dtype: str):
+CHUNK = 1 << 22  # elements per independently seeded chunk: the values never depend on threads
+
+
+def _fill(rng: np.random.Generator, dist: tuple[str, float, float], out: np.ndarray) -> None:
     kind, low, high = dist
     if kind == "randint":
-        return rng.integers(int(low), int(high), size=size, endpoint=True, dtype=np.int32)
-    if dtype == "bf16" or dtype == "f32":
-        u = rng.random(size, dtype=np.float32)
-        return np.float32(low) + np.float32(high - low) * u
-    return rng.uniform(low, high, size)
+        out[:] = rng.integers(int(low), int(high), size=out.size, endpoint=True, dtype=np.int32)
+    elif out.dtype == np.float32:
+        rng.random(out=out, dtype=np.float32)
+        out *= np.float32(high - low)
+        out += np.float32(low)
+    else:
+        out[:] = rng.uniform(low, high, out.size)
+
+
+def _draw(
+    seq: np.random.SeedSequence, dist: tuple[str, float, float], size: int, dtype: str
+) -> np.ndarray:
+    """``size`` draws from ``dist``, in chunks seeded from ``seq`` and filled in parallel."""
+    kind = dist[0]
+    np_dtype = np.int32 if kind == "randint" else np.float32 if dtype in ("f32", "bf16") else float
+    out = np.empty(size, dtype=np_dtype)
+    chunks = [(s, min(s + CHUNK, size)) for s in range(0, size, CHUNK)]
+    seeds = seq.spawn(len(chunks))
+
+    def work(i: int) -> None:
+        lo, hi = chunks[i]
+        _fill(np.random.default_rng(seeds[i]), dist, out[lo:hi])
+
+    if len(chunks) == 1:
+        work(0)
+    else:
+        with ThreadPoolExecutor(max_workers=min(len(chunks), os.cpu_count() or 1)) as pool:
+            list(pool.map(work, range(len(chunks))))
+    return out
 
 
 def make_inputs(task: Task, case: Case, variant: str, seed: int) -> InputSet:
@@ -70,13 +99,14 @@ def make_inputs(task: Task, case: Case, variant: str, seed: int) -> InputSet:
                 params[key] = value
     names = task.names(params, variant)
     result = InputSet(seed=seed, params=params)
-    for arg in task.spec.args:
+    for position, arg in enumerate(task.spec.args):
+        arg_seq = np.random.SeedSequence([seed, position])  # each argument its own stream
         dtype = concrete(arg.dtype, variant)
         if arg.role == "scalar":
             if arg.value is not None:
                 raw = formula.evaluate(arg.value, names)
             else:
-                raw = float(_draw(rng, arg.distribution(), 1, "f64")[0])
+                raw = float(_draw(arg_seq, arg.distribution(), 1, "f64")[0])
             if dtype == "i32":
                 result.scalars[arg.name] = int(raw)
                 result.call_scalars.append(int(raw))
@@ -104,7 +134,7 @@ def make_inputs(task: Task, case: Case, variant: str, seed: int) -> InputSet:
                     )
             else:
                 assert shape is not None
-                values = _draw(rng, arg.distribution(), int(np.prod(shape)), dtype)
+                values = _draw(arg_seq, arg.distribution(), int(np.prod(shape)), dtype)
             result.stored[arg.name] = to_storage(np.asarray(values).reshape(-1), dtype)
         elif shape is None:
             raise UserError(f"{task.name}: output {arg.name} needs a shape")

@@ -246,7 +246,17 @@ class Worker:
         return {"ok": True}
 
 
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this worker if the coordinator dies (it runs in its own session)."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):
+        pass
+
+
 def main() -> None:
+    _die_with_parent()
     reply_fd = os.dup(1)
     os.dup2(2, 1)  # whatever the implementation prints lands on stderr
     replies = os.fdopen(reply_fd, "w", buffering=1)

@@ -1,0 +1,44 @@
+"""`cudamaster bench` on the GPU: every baseline and every library baseline passes against the
+float64 oracle on every case of both suites in both dtypes, and the results land as JSON.
+
+Set CUDAMASTER_BENCH_OPS=a,b to bench only some operators; CUDAMASTER_TEST_OUT keeps the JSON
+and the printed table."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+
+def test_bench_every_baseline_and_library_passes_every_case(record):
+    out_dir = Path(os.environ.get("CUDAMASTER_TEST_OUT") or tempfile.mkdtemp())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / "bench.json"
+    ops = os.environ.get("CUDAMASTER_BENCH_OPS")
+    cmd = [sys.executable, "-m", "cudamaster.cli", "bench", "--out", str(out)]
+    cmd += ["--ops", ops] if ops else []
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    wall = time.monotonic() - t0
+    (out_dir / "bench.txt").write_text(proc.stdout + proc.stderr[-20000:])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(out.read_text())["results"]
+    failures = []
+    for r in results:
+        rep = r["report"]
+        for impl in rep["impls"]:
+            for case in impl["cases"]:
+                if case["verdict"] != "ok":
+                    failures.append(
+                        f"{rep['task']} {rep['variant']} {rep['suite']} {impl['label']} "
+                        f"case {case['index']}: {case['verdict']} {case['detail'][:200]}"
+                    )
+    record("bench-summary", {"evaluations": len(results), "wall_s": wall, "failures": failures})
+    assert results and not failures, "\n".join(failures)
