@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import os
 import sys
 import time
@@ -96,7 +97,8 @@ def tasks_cmd(
     for col in ("operator", "category", "dtypes", "library baseline", "paper", "large"):
         table.add_column(col)
     for r in rows:
-        lib = f"{r['library']} ({', '.join(r['library_dtypes'])})" if r["library"] else "-"
+        short = re.split(r" \(|;|,", r["library"])[0] if r["library"] else ""
+        lib = f"{short} ({', '.join(r['library_dtypes'])})" if short else "-"
         table.add_row(
             r["name"],
             r["category"],
