@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import os
+import re
 import sys
 import time
 from enum import StrEnum
@@ -280,6 +280,95 @@ def bench_cmd(
             progress.advance(bar)
     console.print(summary)
     console.print(f"{len(jobs)} evaluations in {time.monotonic() - t0:.0f} s; results in {out}")
+
+
+@app.command("profile")
+def profile_cmd(
+    op: Annotated[str | None, typer.Argument(help="Operator name.")] = None,
+    file: Annotated[
+        Path | None, typer.Argument(help="The implementation (.cu) to profile.")
+    ] = None,
+    dtype: Annotated[
+        Dtype, typer.Option(help="fp32 or bf16 (both with --calibrate).")
+    ] = Dtype.fp32,
+    case: Annotated[int, typer.Option(help="Paper-suite case index (default: the last).")] = -1,
+    summary: Annotated[
+        str, typer.Option(help="Summary to print: filtered, full or none.")
+    ] = "filtered",
+    calibrate: Annotated[
+        bool, typer.Option("--calibrate", help="Profile every baseline; store Otsu thresholds.")
+    ] = False,
+    ops: Annotated[str | None, typer.Option(help="With --calibrate: only these operators.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Keep the ncu report and CSV here.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Nsight Compute profile of FILE on one case: bottleneck class and filtered summary."""
+    from dataclasses import asdict
+
+    from .bench.evaluate import Impl
+    from .profile import classify
+    from .profile.run import calibrate_from, profile
+    from .tasks import discover, get_task
+
+    if calibrate:
+        device = _device_or_none()
+        names = [o.strip() for o in ops.split(",")] if ops else list(discover())
+        reports = []
+        for name in names:
+            task = get_task(name)
+            for variant in _variants(dtype or Dtype.both):
+                src = task.source("baseline", variant)
+                assert src is not None
+                rep = profile(task, variant, Impl("baseline", src, trusted=True), device.arch,
+                              device_uuid=device.uuid)  # fmt: skip
+                reports.append(rep)
+                status = rep.bottleneck or f"profile missing: {rep.result.error}"
+                err_console.print(f"{name} {variant}: {status} ({rep.result.wall_s:.1f} s)")
+        th = calibrate_from(reports)
+        path = classify.save(th, device.uuid)
+        counts: dict[str, int] = {}
+        for r in reports:
+            if r.result.ok:
+                counts[classify.classify(r.result.aggregate, th)] = (
+                    counts.get(classify.classify(r.result.aggregate, th), 0) + 1
+                )
+        data = {"thresholds": asdict(th), "saved": str(path), "classes": counts,
+                "profiles": [asdict(r) for r in reports]}  # fmt: skip
+        if out:
+            from .report import write_json
+
+            write_json(data, out / "calibration.json")
+        console.print(
+            f"compute threshold {th.compute:.1f}% (separability {th.compute_separability:.3f}), "
+            f"memory threshold {th.memory:.1f}% (separability {th.memory_separability:.3f}); "
+            f"classes {counts}; saved {path}"
+        )
+        return
+    if op is None or file is None:
+        raise UserError("profile needs OP and FILE (or --calibrate)")
+    dtype = dtype or Dtype.fp32
+    if dtype == Dtype.both:
+        raise UserError("profile takes one --dtype")
+    if summary not in ("filtered", "full", "none"):
+        raise UserError("--summary must be filtered, full or none")
+    task = get_task(op)
+    if not file.is_file():
+        raise UserError(f"no such file: {file}")
+    device = _device_or_none()
+    rep = profile(task, dtype.value, Impl("candidate", file.resolve()), device.arch,
+                  case_index=case, out_dir=out, device_uuid=device.uuid)  # fmt: skip
+    if as_json:
+        print(json.dumps(asdict(rep), indent=1, default=str))
+    elif not rep.result.ok:
+        console.print(f"profile missing: {rep.result.error}")
+    else:
+        s = rep.summaries[summary]
+        console.print(s.text, highlight=False)
+        kernels = len(rep.result.kernels)
+        console.print(f"[{summary} summary: {s.tokens} tokens; {kernels} kernel(s); "
+                      f"{rep.result.wall_s:.1f} s; report {rep.result.report}]")  # fmt: skip
+    if not rep.result.ok:
+        raise typer.Exit(1)
 
 
 def _bench_row(name: str, variant: str, suite: str, scores: dict) -> list[str]:

@@ -236,6 +236,19 @@ class Worker:
             self._write_outputs(out)
         return {"ok": True, "times_ms": times, "last_set": s}
 
+    def profiled_call(self, set: int) -> dict:
+        """One call between cudaProfilerStart and cudaProfilerStop (for ncu's range filter)."""
+        assert self.rt is not None
+        self._prepare(set)
+        self.rt.synchronize()
+        args = self._call_args(set)
+        self.rt.check("cudaProfilerStart", self.rt.lib.cudaProfilerStart())
+        self.fn(*args)
+        self.rt.synchronize()
+        self.rt.check("cudaProfilerStop", self.rt.lib.cudaProfilerStop())
+        self.rt.last_error()
+        return {"ok": True}
+
     def release(self) -> dict:
         if self.rt is not None:
             for buf in self.args:

@@ -1,0 +1,1 @@
+"""Profile filter: Nsight Compute metrics, Otsu-calibrated bottleneck classes, summaries."""

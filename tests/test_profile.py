@@ -1,0 +1,111 @@
+"""The profile filter on the CPU: Otsu, classes, summaries, the metric table, ncu CSV parsing."""
+
+from pathlib import Path
+
+import pytest
+
+from cudamaster.profile import classify, ncu
+from cudamaster.profile.metrics import TABLE, metric_ids
+from cudamaster.profile.otsu import otsu
+from cudamaster.profile.summary import CLASS_METRICS, render
+
+REF = Path(__file__).resolve().parents[2] / "shared" / "ref" / "ncu_metrics_h100_h200.txt"
+
+
+def test_otsu_splits_two_clusters_at_the_gap():
+    split = otsu([1, 2, 3, 10, 11, 12])
+    assert split.threshold == 6.5 and (split.low_count, split.high_count) == (3, 3)
+    # between-class variance 0.25*9^2 = 20.25 over total variance 125.5/6
+    assert split.separability == pytest.approx(20.25 / (125.5 / 6))
+
+
+def test_otsu_threshold_sits_in_the_empty_gap_not_at_a_bin_centre():
+    # k=3: 0.6*0.4*50.5^2 = 612.06; k=4: 0.8*0.2*99.75^2 = 1592.0 -> split before 100
+    split = otsu([0, 0, 0, 1, 100])
+    assert split.threshold == 50.5 and split.low_count == 4
+    # a 10-bin histogram would put it at a bin centre (45 or 55), not at the gap's midpoint
+    assert otsu([10, 10.2, 10.4, 90, 90.5]).threshold == pytest.approx(50.2)
+
+
+def test_otsu_never_splits_equal_values_and_needs_two_distinct():
+    assert otsu([5, 5, 5, 5, 7]).threshold == 6.0
+    with pytest.raises(ValueError):
+        otsu([3, 3, 3])
+
+
+SM, MEM, DRAM = classify.SM, classify.MEMORY, classify.DRAM
+
+
+def test_classes_follow_the_method():
+    th = classify.DEFAULT
+    assert classify.classify({SM: 60, MEM: 90}, th) == classify.COMPUTE
+    assert classify.classify({SM: 10, DRAM: 80, MEM: 20}, th) == classify.BANDWIDTH
+    assert classify.classify({SM: 10, DRAM: 5, MEM: 45}, th) == classify.BANDWIDTH
+    assert classify.classify({SM: 10, DRAM: 5, MEM: 12}, th) == classify.LATENCY
+    assert "default 30%" in th.source
+
+
+def test_calibration_uses_otsu_on_both_axes(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDAMASTER_CACHE", str(tmp_path))
+    samples = [{SM: s, MEM: m} for s, m in [(5, 80), (8, 85), (70, 20), (75, 30), (6, 7)]]
+    th = classify.calibrate(samples)
+    assert th.calibrated and th.samples == 5
+    assert 8 < th.compute < 70 and 30 < th.memory < 80
+    classify.save(th, "GPU-x")
+    assert classify.load("GPU-x") == th
+    assert classify.load("GPU-other") == classify.DEFAULT
+
+
+VALUES = {m.id: 12.5 for m in TABLE} | {SM: 70.0, "gpu__time_duration.sum": 25_000.0}
+
+
+def test_filtered_summary_has_the_class_metrics_launch_and_top_stalls():
+    s = render(VALUES, "filtered", classify.DEFAULT)
+    assert s.bottleneck == classify.COMPUTE
+    for label in CLASS_METRICS[classify.COMPUTE]:
+        assert label in s.text
+    assert "Registers per thread" in s.text and "Top warp stalls" in s.text
+    assert "DRAM throughput" not in s.text  # not for a compute-bound kernel
+    full = render(VALUES, "full", classify.DEFAULT)
+    assert all(m.label in full.text for m in TABLE)
+    assert s.tokens and full.tokens and s.tokens < full.tokens
+    none = render(VALUES, "none", classify.DEFAULT)
+    assert none.text == "" and none.tokens == 0
+
+
+def test_metric_ids_are_unique_and_known_to_ncu_on_hopper():
+    ids = metric_ids()
+    assert len(ids) == len(set(ids))
+    if not REF.exists():
+        pytest.skip(f"{REF} not present")
+    known = set(REF.read_text().split())
+    unknown = [m.id for m in TABLE if not m.id.startswith("launch__") and m.base not in known]
+    unknown = [u for u in unknown if u != "sm__maximum_warps_per_active_cycle_pct"]
+    assert not unknown
+
+
+CSV = """==PROF== Connected to process 123
+"ID","Process ID","Kernel Name","gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed","dram__bytes_read.sum","launch__block_size"
+"","","","nsecond","%","byte",""
+"0","123","k1(float*)","1,000","10.00","2,048","256"
+"1","123","k2(float*)","3,000","50.00","1,024","128"
+"""
+
+
+def test_parse_ncu_csv_with_thousands_separators_and_aggregate():
+    kernels = ncu.parse_csv(CSV)
+    assert [k.name for k in kernels] == ["k1(float*)", "k2(float*)"]
+    assert kernels[0].values["gpu__time_duration.sum"] == 1000.0
+    agg = ncu.aggregate(kernels)
+    assert agg["gpu__time_duration.sum"] == 4000.0  # durations add up
+    assert agg["dram__bytes_read.sum"] == 3072.0  # bytes add up
+    assert agg[SM] == pytest.approx((10 * 1000 + 50 * 3000) / 4000)  # duration-weighted
+    assert agg["launch__block_size"] == 128.0  # the longest kernel's launch
+
+
+def test_failures_give_a_reason_not_an_exception(monkeypatch, tmp_path):
+    assert "ERR_NVGPUCTRPERM" in ncu.explain_failure("==ERROR== ERR_NVGPUCTRPERM - no", 1)
+    assert "crashed" in ncu.explain_failure("==WARNING== No kernels were profiled.", 0)
+    monkeypatch.setattr(ncu, "ncu_path", lambda: None)
+    result = ncu.run_ncu({}, tmp_path)
+    assert not result.ok and "ncu" in result.error
