@@ -84,8 +84,12 @@ def test_metric_ids_are_unique_and_known_to_ncu_on_hopper():
     assert not unknown
 
 
-CSV = """==PROF== Connected to process 123
-"ID","Process ID","Kernel Name","gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed","dram__bytes_read.sum","launch__block_size"
+HEADER = (
+    '"ID","Process ID","Kernel Name","gpu__time_duration.sum",'
+    '"sm__throughput.avg.pct_of_peak_sustained_elapsed","dram__bytes_read.sum","launch__block_size"'
+)
+CSV = f"""==PROF== Connected to process 123
+{HEADER}
 "","","","nsecond","%","byte",""
 "0","123","k1(float*)","1,000","10.00","2,048","256"
 "1","123","k2(float*)","3,000","50.00","1,024","128"
