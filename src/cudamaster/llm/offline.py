@@ -1,0 +1,64 @@
+"""Offline providers: replay a recorded transcript, or exchange files with a person or agent."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from .base import AnswerPending, Completion, Message, Options, Provider, ProviderError, Usage
+
+
+def _safe(key: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "__", key)
+
+
+class Replay(Provider):
+    """Answers from a transcript: JSON lines {"key", "text", "model"?, "usage"?}, by key."""
+
+    def __init__(self, path: str) -> None:
+        self.name, self.model = "replay", path
+        try:
+            lines = Path(path).read_text().splitlines()
+        except OSError as exc:
+            raise ProviderError(f"cannot read replay transcript {path}: {exc.strerror}") from None
+        self.answers: dict[str, dict] = {}
+        for n, line in enumerate(lines, 1):
+            if line.strip():
+                try:
+                    entry = json.loads(line)
+                    self.answers[entry["key"]] = entry
+                except (json.JSONDecodeError, KeyError):
+                    raise ProviderError(f"{path}:{n}: not a transcript line") from None
+
+    def complete(self, messages: list[Message], options: Options, key: str) -> Completion:
+        entry = self.answers.get(key)
+        if entry is None:
+            raise ProviderError(f"replay transcript {self.model} has no answer for {key}")
+        u = entry.get("usage", {})
+        return Completion(text=entry["text"], model=entry.get("model", "replay"),
+                          usage=Usage(u.get("input_tokens", 0), u.get("output_tokens", 0),
+                                      u.get("cached_tokens", 0)),
+                          cost_usd=entry.get("cost_usd"))  # fmt: skip
+
+
+class Exchange(Provider):
+    """Each request becomes DIR/KEY.prompt.md; the answer is read from DIR/KEY.answer.md.
+
+    With no answer yet, AnswerPending stops the run cleanly; `cudamaster resume` goes on once
+    the answer file is there."""
+
+    def __init__(self, directory: str) -> None:
+        self.name, self.model = "exchange", directory
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+    def complete(self, messages: list[Message], options: Options, key: str) -> Completion:
+        prompt = self.dir / f"{_safe(key)}.prompt.md"
+        answer = self.dir / f"{_safe(key)}.answer.md"
+        if not prompt.exists():
+            body = "\n\n".join(f"## {m.role}\n\n{m.content}" for m in messages)
+            prompt.write_text(f"# request {key}\n\nWrite the answer to {answer.name}.\n\n{body}\n")
+        if not answer.exists():
+            raise AnswerPending(str(prompt))
+        return Completion(text=answer.read_text(), model="exchange")

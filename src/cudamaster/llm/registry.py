@@ -1,0 +1,41 @@
+"""--model PROVIDER:MODEL -> a Provider."""
+
+from __future__ import annotations
+
+from ..errors import UserError
+from .base import Provider, ProviderError
+from .openai_compat import SERVERS
+
+OFFLINE = ("replay", "exchange")
+KNOWN = (*SERVERS, "anthropic", "custom", *OFFLINE)
+
+
+def make_provider(spec: str, base_url: str | None = None) -> Provider:
+    """openai:gpt-4.1, deepseek:deepseek-chat, vllm:MODEL, ollama:MODEL, lmstudio:MODEL,
+    openrouter:MODEL, anthropic:MODEL, custom:MODEL (with --base-url), replay:FILE,
+    exchange:DIR."""
+    name, sep, model = spec.partition(":")
+    if not sep or not model:
+        raise UserError(f"--model must be PROVIDER:MODEL (providers: {', '.join(KNOWN)})")
+    try:
+        if name == "replay":
+            from .offline import Replay
+
+            return Replay(model)
+        if name == "exchange":
+            from .offline import Exchange
+
+            return Exchange(model)
+        if name == "anthropic":
+            from .anthropic_provider import Anthropic
+
+            return Anthropic(model, base_url=base_url)
+        if name in SERVERS or name == "custom":
+            if name == "custom" and not base_url:
+                raise UserError("custom:MODEL needs --base-url (an OpenAI-compatible server)")
+            from .openai_compat import OpenAICompatible
+
+            return OpenAICompatible(name, model, base_url=base_url)
+    except ProviderError as exc:
+        raise UserError(str(exc)) from None
+    raise UserError(f"unknown provider {name!r} (known: {', '.join(KNOWN)})")
