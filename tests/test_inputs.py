@@ -31,6 +31,7 @@ def test_float_inputs_are_never_all_zero_and_bf16_is_rounded():
         for arg in task.spec.args:
             if arg.name in inp.stored and arg.dtype == "T":
                 v = values[arg.name]
-                assert np.count_nonzero(v) > 0.9 * v.size, (task.name, arg.name)
+                if not arg.generated:  # structured inputs may hold structural zeros (ELL padding)
+                    assert np.count_nonzero(v) > 0.9 * v.size, (task.name, arg.name)
                 # exactly representable in bf16: the low 16 bits of the float32 are zero
                 assert not (v.astype(np.float32).view(np.uint32) & 0xFFFF).any()
