@@ -1,0 +1,1 @@
+"""The optimizer: planner, coder, compiler and debug agents in a resumable loop."""
