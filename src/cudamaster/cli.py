@@ -371,6 +371,114 @@ def profile_cmd(
         raise typer.Exit(1)
 
 
+@app.command("optimize")
+def optimize_cmd(
+    model: Annotated[
+        str,
+        typer.Option(
+            help="PROVIDER:MODEL, e.g. openai:gpt-4.1, "
+            "deepseek:deepseek-chat, vllm:NAME, replay:FILE, exchange:DIR."
+        ),
+    ],
+    ops: Annotated[str, typer.Option(help="Comma-separated operators.")],
+    dtype: Annotated[Dtype, typer.Option(help="fp32, bf16 or both.")] = Dtype.fp32,
+    run: Annotated[Path | None, typer.Option(help="Run directory (default runs/<time>).")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL.")] = None,
+    rounds: Annotated[int, typer.Option(help="Optimization rounds.")] = 3,
+    debug: Annotated[int, typer.Option(help="Debug attempts per round.")] = 3,
+    profile: Annotated[
+        str, typer.Option(help="Profile given to the planner: filtered, full, none.")
+    ] = "filtered",
+    suite: Annotated[Suite, typer.Option(help="Suite the candidates are scored on.")] = Suite.paper,
+    max_cost: Annotated[
+        float | None, typer.Option(help="Stop when the run has cost this many USD.")
+    ] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Stop after this many tokens.")] = None,
+    concurrency: Annotated[int, typer.Option(help="Tasks whose LLM calls run at once.")] = 4,
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature.")] = None,
+    reasoning_effort: Annotated[str | None, typer.Option(help="low, medium or high.")] = None,
+    sol_target: Annotated[
+        float | None, typer.Option(help="Stop a task at this fraction of the speed of light.")
+    ] = None,
+) -> None:
+    """Optimize operators with an LLM: R rounds of plan, code, compile, debug, evaluate, profile."""
+    from .agents import runner
+    from .agents.loop import LoopOptions
+    from .llm.base import Options
+
+    if profile not in ("filtered", "full", "none"):
+        raise UserError("--profile must be filtered, full or none")
+    if reasoning_effort not in (None, "low", "medium", "high"):
+        raise UserError("--reasoning-effort must be low, medium or high")
+    if suite == Suite.both:
+        raise UserError("optimize scores on one --suite")
+    llm = Options(temperature=temperature, reasoning_effort=reasoning_effort)
+    opts = LoopOptions(rounds=rounds, debug_attempts=debug, profile=profile, sol_target=sol_target,
+                       max_cost_usd=max_cost, max_tokens=max_tokens, llm=llm)  # fmt: skip
+    run = run or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+    names = [o.strip() for o in ops.split(",") if o.strip()]
+    states = runner.start(run, names, _variants(dtype), model, base_url, suite.value, opts,
+                          concurrency)  # fmt: skip
+    _print_states(states, run)
+
+
+@app.command("resume")
+def resume_cmd(run: Annotated[Path, typer.Argument(help="The run directory.")]) -> None:
+    """Continue a run that stopped (killed, waiting for an exchange answer, out of budget)."""
+    from .agents import runner
+    from .agents.rundir import RunDir
+
+    rd = RunDir(run)
+    if not rd.manifest.exists():
+        raise UserError(f"{run} is not a run directory (no run.json)")
+    _print_states(runner.execute(rd), run)
+
+
+def _print_states(states: dict, run: Path) -> None:
+    for name, st in states.items():
+        extra = f": {st.detail}" if st.detail else ""
+        console.print(f"{name}: {st.status}, best {st.best.get('label', '-')}{extra}")
+    console.print(f"run directory: {run} (`cudamaster results {run}`)")
+
+
+@app.command("results")
+def results_cmd(
+    runs: Annotated[list[Path], typer.Argument(help="Run directories.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Per task: best score, speedups, speed of light, tokens, cost, class before/after; and
+    the cumulative success table at tau = 0, 1, 2, 4, 8."""
+    from .agents import runner
+
+    rows = [r for run in runs for r in runner.results(run)]
+    if as_json:
+        print(runner.dump(rows))
+        return
+    table = Table(title="optimization results")
+    for col in ("task", "status", "best", "P", "geomean", "SOL", "SOL before", "tokens", "USD",
+                "class before -> after"):  # fmt: skip
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r.task, r.status, r.best, _num(r.score), _num(r.geomean),
+                      _pct(r.sol), _pct(r.baseline_sol), str(r.tokens), f"{r.cost_usd:.2f}",
+                      f"{r.class_before or '-'} -> {r.class_after or '-'}")  # fmt: skip
+    console.print(table)
+    succ = Table(title="cumulative success (a correct LLM kernel with P >= tau)")
+    for col in ("tau", "solved", "rate"):
+        succ.add_column(col)
+    for row in runner.success(rows):
+        succ.add_row(str(row["tau"]), f"{row['solved']}/{row['total']}", f"{row['rate']:.0%}")
+    console.print(succ)
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
 def _bench_row(name: str, variant: str, suite: str, scores: dict) -> list[str]:
     base, lib = scores.get("baseline"), scores.get("library")
 

@@ -65,6 +65,7 @@ class TaskState:
     best: dict[str, Any] = field(default_factory=dict)
     baseline: dict[str, Any] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
+    best_candidate_score: float | None = None  # the best correct LLM-written kernel's score
 
 
 class Optimizer:
@@ -161,6 +162,8 @@ class Optimizer:
             if target is not None and sol is not None and sol >= target:
                 log.info("%s: %.0f%% of the speed of light reached", self.dir.name, 100 * sol)
                 break
+        best = state.best  # profiled too, so that results can say its class after the run
+        self._profile(best["source"], tuple(best["flags"]), best["label"])
 
     def _round(self, state: TaskState, r: int) -> None:
         best = state.best
@@ -205,6 +208,9 @@ class Optimizer:
                 source=code or answer,
             )  # fmt: skip
             code = extract_code(answer) or code
+        if outcome.ok and outcome.score is not None:
+            prev = state.best_candidate_score
+            state.best_candidate_score = outcome.score if prev is None else max(prev, outcome.score)
         kept = outcome.ok and (outcome.score or 0) > (best_outcome.score or 0)
         if kept:
             assert code is not None
