@@ -1,0 +1,76 @@
+"""The optimizer end to end on the GPU, with a replayed transcript whose replies are real
+kernels written here: a clean speedup (vector_add), a compile error fixed by the debug reply
+(RELU) and a wrong result fixed by the debug reply (softmax), through the real evaluator and
+profiler."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def fenced(path: Path) -> str:
+    return f"Here is the kernel.\n\n```cuda\n{path.read_text()}```\n"
+
+
+def transcript(path: Path) -> None:
+    e2e = FIX / "e2e"
+    flags = '{"flags": ["-O3"], "reason": "plain build"}'
+    replies = {
+        "vector_add-fp32": {"coder": fenced(FIX / "good" / "vector_add_grid.cu")},
+        "RELU-fp32": {"coder": fenced(e2e / "relu_broken.cu"),
+                      "debug1": fenced(e2e / "relu_fixed.cu")},
+        "softmax-fp32": {"coder": fenced(e2e / "softmax_wrong.cu"),
+                         "debug1": fenced(e2e / "softmax_fixed.cu")},
+    }  # fmt: skip
+    with path.open("w") as f:
+        for task, steps in replies.items():
+            steps = {"planner": "Diagnosis: one block does all the work.\n1. Use the whole grid.",
+                     "compiler": flags, **steps}  # fmt: skip
+            for step, text in steps.items():
+                f.write(json.dumps({"key": f"{task}/round1/{step}", "text": text}) + "\n")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cudamaster.cli", *args],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+
+
+def test_optimizer_end_to_end_with_a_replayed_transcript(record):
+    out = Path(os.environ.get("CUDAMASTER_TEST_OUT") or tempfile.mkdtemp())
+    work = Path(tempfile.mkdtemp())
+    transcript(work / "transcript.jsonl")
+    run = work / "run"
+    proc = cli("optimize", "--model", f"replay:{work / 'transcript.jsonl'}", "--ops",
+               "vector_add,RELU,softmax", "--rounds", "1", "--run", str(run))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = cli("results", str(run), "--json")
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = {r["task"]: r for r in json.loads(res.stdout)["tasks"]}
+    table = cli("results", str(run)).stdout
+    planner = (run / "softmax-fp32" / "steps" / "round1__planner.md").read_text()
+    from cudamaster.profile.summary import count_tokens
+
+    record("optimizer-e2e", {"rows": rows, "table": table,
+                             "planner_prompt_tokens": count_tokens(planner)})  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "planner-prompt-softmax.md").write_text(planner)
+    (out / "run-layout.txt").write_text(
+        "\n".join(str(p.relative_to(run)) for p in sorted(run.rglob("*")))
+    )
+    for task in rows:
+        assert rows[task]["status"] == "done", rows[task]
+        assert rows[task]["best"] == "round1" and rows[task]["score"] > 1.0, rows[task]
+    steps = {t: sorted(p.stem for p in (run / t / "steps").glob("*.json")) for t in rows}
+    assert "round1__debug1" in steps["RELU-fp32"] and "round1__debug1" in steps["softmax-fp32"]
+    assert "round1__debug1" not in steps["vector_add-fp32"]
+    assert "Bottleneck:" in planner
+    shutil.rmtree(work, ignore_errors=True)
