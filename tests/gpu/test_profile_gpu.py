@@ -1,0 +1,66 @@
+"""Nsight Compute on the GPU: a multi-kernel operator, a crash under the profiler, calibration."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from cudamaster.bench.evaluate import Impl
+from cudamaster.profile.run import profile
+from cudamaster.tasks import get_task
+
+pytestmark = pytest.mark.gpu
+WRONG = Path(__file__).resolve().parents[1] / "fixtures" / "wrong"
+CORE = (
+    "vector_add,dot_product,matrix_mul,spmv_csr,rms_norm,softmax,silu_and_mul,stencil_2d,"
+    "prefix_sum,sorting"
+)
+
+
+def _out() -> Path:
+    out = Path(os.environ.get("CUDAMASTER_TEST_OUT") or tempfile.mkdtemp())
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def test_every_kernel_of_a_multi_kernel_operator_is_profiled(arch, record):
+    task = get_task("rms_norm")  # two kernels: the sum of squares, then the scaling
+    keep = Path(tempfile.mkdtemp())
+    rep = profile(task, "fp32", Impl("baseline", task.source("baseline", "fp32"), trusted=True),
+                  arch, out_dir=keep)  # fmt: skip
+    assert rep.result.ok, rep.result.error
+    assert len(rep.result.kernels) >= 2, [k.name for k in rep.result.kernels]
+    assert Path(rep.result.report).exists()
+    f, full = rep.summaries["filtered"], rep.summaries["full"]
+    assert f.bottleneck and f.tokens and full.tokens and f.tokens < full.tokens
+    shutil.copy(keep / "metrics.csv", _out() / "ncu-rms_norm-fp32.csv")  # a real CSV, for a fixture
+    record("profile-rms_norm", {"kernels": [k.name for k in rep.result.kernels],
+                                "class": rep.bottleneck, "tokens_filtered": f.tokens,
+                                "tokens_full": full.tokens, "wall_s": rep.result.wall_s,
+                                "filtered": f.text})  # fmt: skip
+
+
+def test_a_kernel_that_crashes_under_the_profiler_gives_a_missing_profile(arch, record):
+    task = get_task("vector_add")
+    rep = profile(task, "fp32", Impl("candidate", WRONG / "illegal_address.cu"), arch)
+    assert not rep.result.ok and rep.result.error
+    assert rep.summaries == {}
+    record("profile-crash", {"error": rep.result.error, "wall_s": rep.result.wall_s})
+
+
+def test_calibration_over_the_baselines(record):
+    ops = os.environ.get("CUDAMASTER_CALIBRATE_OPS", CORE)
+    out = _out()
+    proc = subprocess.run(
+        [sys.executable, "-m", "cudamaster.cli", "profile", "--calibrate", "--ops", ops,
+         "--out", str(out)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    (out / "calibration.txt").write_text(proc.stdout + proc.stderr)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (out / "calibration.json").exists()
+    record("calibration-stdout", {"stdout": proc.stdout[-2000:]})
