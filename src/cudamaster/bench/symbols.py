@@ -66,30 +66,22 @@ def _tool(name: str) -> str:
     return path
 
 
+def _output(tool: str, *args: str) -> str:
+    return subprocess.run([_tool(tool), *args], capture_output=True, text=True, check=True).stdout
+
+
 def needed_libraries(library: Path) -> list[str]:
-    out = subprocess.run(
-        [_tool("readelf"), "-d", str(library)], capture_output=True, text=True, check=True
-    ).stdout
+    out = _output("readelf", "-d", str(library))
     return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
 
 
 def undefined_symbols(library: Path) -> list[str]:
-    out = subprocess.run(
-        [_tool("nm"), "-D", "--undefined-only", str(library)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = _output("nm", "-D", "--undefined-only", str(library))
     return sorted({line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()})
 
 
 def has_raw_syscall(library: Path) -> bool:
-    out = subprocess.run(
-        [_tool("objdump"), "-d", "--no-show-raw-insn", str(library)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = _output("objdump", "-d", "--no-show-raw-insn", str(library))
     return re.search(r"\bsyscall\b|\bint\s+\$0x80\b|\bsysenter\b", out) is not None
 
 
@@ -110,10 +102,5 @@ def check_library(library: Path) -> SymbolReport:
 
 def defines_symbol(library: Path, symbol: str) -> bool:
     """True if the library exports ``symbol`` (an extern "C" function has an unmangled name)."""
-    out = subprocess.run(
-        [_tool("nm"), "-D", "--defined-only", str(library)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = _output("nm", "-D", "--defined-only", str(library))
     return any(line.split()[-1] == symbol for line in out.splitlines() if line.strip())
