@@ -59,3 +59,29 @@ def test_paper_rel_rule_uses_absolute_test_at_zero():
     assert not compare(
         "y", got, ref, None, Tolerance(rtol=1.0, atol=1.0), rel, "f32"
     ).paper_rule_passed
+
+
+def test_chunked_judgement_matches_and_reads_storage(monkeypatch):
+    from cudamaster.bench import verify
+    from cudamaster.dtypes import f32_to_bf16_bits
+
+    rng = np.random.default_rng(3)
+    ref = rng.uniform(-1, 1, 1000)
+    bits = f32_to_bf16_bits(ref.astype(np.float32))
+    bits[[10, 500, 999]] = 0x7FC0  # three NaNs, in different chunks
+    tol = Tolerance(rtol=4e-3)
+    whole = compare("y", bits, ref, None, tol, ABS, "bf16", stored=True)
+    monkeypatch.setattr(verify, "CHUNK", 64)
+    chunked = compare("y", bits, ref, None, tol, ABS, "bf16", stored=True)
+    same = (
+        "passed",
+        "failed",
+        "nan_count",
+        "max_abs_error",
+        "max_error_ratio",
+        "paper_rule_passed",
+    )
+    assert all(getattr(whole, f) == getattr(chunked, f) for f in same)
+    assert [m.index for m in whole.mismatches] == [m.index for m in chunked.mismatches]
+    assert chunked.failed == 3 and chunked.nan_count == 3
+    assert [m.index for m in chunked.mismatches] == [[10], [500], [999]]

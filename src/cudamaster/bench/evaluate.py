@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import STORAGE, concrete, to_float64
+from ..dtypes import STORAGE, concrete
 from ..errors import UserError
 from ..tasks import Case, Task
 from .build import BuildError, BuildResult, build
@@ -198,10 +198,12 @@ class Evaluator:
         for name, expected in oracle.items():
             ref, mag = expected if isinstance(expected, tuple) else (expected, None)
             dtype = self.dtypes[name]
-            raw = np.fromfile(out_dir / f"{name}.bin", dtype=np.uint8)
-            got = to_float64(raw.view(STORAGE[dtype]), dtype)
+            got = np.memmap(out_dir / f"{name}.bin", dtype=STORAGE[dtype], mode="r")
             tol = self.task.spec.tolerance[self.variant]
-            checks.append(compare(name, got, ref, mag, tol, self.task.spec.paper_rule, dtype))
+            checks.append(
+                compare(name, got, ref, mag, tol, self.task.spec.paper_rule, dtype, stored=True)
+            )
+            del got
         return checks, all(c.paper_rule_passed for c in checks)
 
     def _oracle(self, inputs: InputSet) -> dict[str, Any]:

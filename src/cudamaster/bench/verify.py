@@ -60,7 +60,7 @@ def allowed_failures(budget: float, n: int) -> int:
     return 0 if budget <= 0 else max(math.ceil(budget * n) - 1, 0)
 
 
-def _paper_rule(got: np.ndarray, ref_rounded: np.ndarray, rule: PaperRule) -> bool:
+def _paper_failures(got: np.ndarray, ref_rounded: np.ndarray, rule: PaperRule) -> int:
     with np.errstate(invalid="ignore", divide="ignore"):
         diff = np.abs(got - ref_rounded)
         if rule.kind == "abs":
@@ -69,8 +69,10 @@ def _paper_rule(got: np.ndarray, ref_rounded: np.ndarray, rule: PaperRule) -> bo
             zero = (got == 0) | (ref_rounded == 0)
             rel = diff / np.maximum(np.abs(got), np.abs(ref_rounded))
             ok = (got == ref_rounded) | np.where(zero, diff < rule.tol, rel < rule.tol)
-    failed = int(got.size - np.count_nonzero(ok))
-    return failed <= allowed_failures(rule.budget, got.size)
+    return int(got.size - np.count_nonzero(ok))
+
+
+CHUNK = 1 << 23  # elements judged at a time: outputs of 2^30 elements stay within a few GiB
 
 
 def compare(
@@ -81,42 +83,55 @@ def compare(
     tol: Tolerance,
     rule: PaperRule,
     dtype: str,
+    stored: bool = False,
 ) -> CheckResult:
-    """Judge ``got`` (exact float64 values of the output) against the oracle ``ref``."""
-    got = np.asarray(got, dtype=np.float64).reshape(-1)
-    ref = np.asarray(ref, dtype=np.float64).reshape(-1)
+    """Judge ``got`` against the oracle ``ref``. ``got`` holds exact float64 values, or with
+    ``stored`` the output's storage array (bf16 bits, float32, int32), converted chunk by chunk."""
+    got = np.asarray(got).reshape(-1)
+    ref = np.asarray(ref).reshape(-1)
+    mag = None if mag is None else np.asarray(mag).reshape(-1)
     if got.size != ref.size:
         raise ValueError(f"{name}: output has {got.size} elements, oracle {ref.size}")
-    scale = np.abs(ref) if mag is None else np.asarray(mag, dtype=np.float64).reshape(-1)
-    with np.errstate(invalid="ignore"):
-        bound = tol.atol + tol.rtol * np.abs(ref) + tol.mtol * scale
-        exact = got == ref  # equal infinities are exact
-        err = np.where(exact, 0.0, np.abs(got - ref))
-        ok = exact | (err <= bound)  # NaN compares False, so NaN fails
-    failed_idx = np.flatnonzero(~ok)
-    allowed = allowed_failures(tol.budget, got.size)
-    finite = np.isfinite(err)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = np.where(bound > 0, err / bound, np.where(err > 0, np.inf, 0.0))
-    ref_rounded = to_float64(to_storage(ref, dtype), dtype) if dtype != "i32" else ref
-    mismatches = [
-        Mismatch(
-            index=[int(i)],
-            expected=float(ref[i]),
-            got=float(got[i]),
-            allowed=float(bound[i]),
-        )
-        for i in failed_idx[:MAX_MISMATCHES]
-    ]
+    n = ref.size
+    failed = nan_count = paper_failed = 0
+    max_err, max_ratio, any_ratio = 0.0, 0.0, False
+    mismatches: list[Mismatch] = []
+    for lo in range(0, max(n, 1), CHUNK):
+        hi = min(lo + CHUNK, n)
+        g = to_float64(got[lo:hi], dtype) if stored else np.asarray(got[lo:hi], np.float64)
+        r = np.asarray(ref[lo:hi], dtype=np.float64)
+        scale = np.abs(r) if mag is None else np.asarray(mag[lo:hi], dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            bound = tol.atol + tol.rtol * np.abs(r) + tol.mtol * scale
+            exact = g == r  # equal infinities are exact
+            err = np.where(exact, 0.0, np.abs(g - r))
+            ok = exact | (err <= bound)  # NaN compares False, so NaN fails
+            ratio = np.where(bound > 0, err / bound, np.where(err > 0, np.inf, 0.0))
+        bad = np.flatnonzero(~ok)
+        failed += bad.size
+        for i in bad[: MAX_MISMATCHES - len(mismatches)]:
+            mismatches.append(Mismatch([int(lo + i)], float(r[i]), float(g[i]), float(bound[i])))
+        nan_count += int(np.count_nonzero(np.isnan(g)))
+        finite = err[np.isfinite(err)]
+        max_err = max(max_err, float(finite.max())) if finite.size else max_err
+        if finite.size < err.size:
+            max_err = math.inf
+        valid = ratio[~np.isnan(ratio)]
+        if valid.size:
+            any_ratio = True
+            max_ratio = max(max_ratio, float(valid.max()))
+        rounded = r if dtype == "i32" else to_float64(to_storage(r, dtype), dtype)
+        paper_failed += _paper_failures(g, rounded, rule)
+    allowed = allowed_failures(tol.budget, n)
     return CheckResult(
         name=name,
-        passed=len(failed_idx) <= allowed,
-        checked=int(got.size),
-        failed=len(failed_idx),
+        passed=failed <= allowed,
+        checked=int(n),
+        failed=int(failed),
         allowed_failures=allowed,
-        nan_count=int(np.count_nonzero(np.isnan(got))),
-        max_abs_error=float(err[finite].max()) if finite.any() else math.inf,
-        max_error_ratio=float(np.nanmax(ratio)) if not np.isnan(ratio).all() else math.inf,
-        paper_rule_passed=_paper_rule(got, ref_rounded, rule),
+        nan_count=nan_count,
+        max_abs_error=max_err,
+        max_error_ratio=max_ratio if any_ratio else math.inf,
+        paper_rule_passed=paper_failed <= allowed_failures(rule.budget, n),
         mismatches=mismatches,
     )
