@@ -229,6 +229,7 @@ def bench_cmd(
     out = out or Path("results") / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
     results: list[dict] = []
     jobs = [(t, v, s) for t in tasks for v in _variants(dtype) for s in _suites(suite)]
+    _prebuild([(t, v) for t in tasks for v in _variants(dtype)], device.arch)
     summary = Table(title=f"bench on {device.name}")
     for col in (
         "operator",
@@ -477,6 +478,29 @@ def _num(x: float | None) -> str:
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.1%}"
+
+
+def _prebuild(pairs: list, arch: str) -> None:
+    """Compile every baseline and library of the bench at once, on every core (cached)."""
+    import contextlib
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .bench.build import BuildError, build
+    from .bench.evaluate import standard_impls
+
+    impls = [i for task, variant in pairs for i in standard_impls(task, variant)]
+
+    def one(impl) -> None:
+        with contextlib.suppress(BuildError):  # the evaluation reports it, with nvcc's message
+            build(impl.source, arch, impl.links, impl.extra_flags)
+
+    workers = os.cpu_count() or 4
+    with (
+        err_console.status(f"compiling {len(impls)} implementations"),
+        ThreadPoolExecutor(workers) as pool,
+    ):
+        list(pool.map(one, impls))
 
 
 def _bench_row(name: str, variant: str, suite: str, scores: dict) -> list[str]:
