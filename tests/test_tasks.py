@@ -82,3 +82,13 @@ def test_not_toml_at_all(tmp_path):
     folder = _broken(tmp_path, "[suites]", "[suites")
     with pytest.raises(UserError, match="not valid TOML"):
         load_task(folder)
+
+
+def test_readme_library_table_is_current():
+    from cudamaster.cli import library_table
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start, end = "<!-- library-table -->\n", "<!-- /library-table -->"
+    assert start in readme and end in readme, "README lacks the library table markers"
+    table = readme.split(start, 1)[1].split(end, 1)[0].strip()
+    assert table == library_table(discover()), "run `cudamaster tasks --markdown` into README"

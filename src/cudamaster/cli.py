@@ -70,6 +70,9 @@ def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log pro
 @app.command("tasks")
 def tasks_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print the README's library-baseline table.")
+    ] = False,
 ) -> None:
     """List the operators: category, dtypes, library baseline, cases per suite."""
     from .tasks import discover
@@ -93,6 +96,9 @@ def tasks_cmd(
     if as_json:
         print(json.dumps(rows, indent=1))
         return
+    if markdown:
+        print(library_table(tasks))
+        return
     table = Table(title=f"MSKernelBench: {len(rows)} operators")
     for col in ("operator", "category", "dtypes", "library baseline", "paper", "large"):
         table.add_column(col)
@@ -108,6 +114,23 @@ def tasks_cmd(
             str(r["large_cases"]),
         )
     console.print(table)
+
+
+def library_table(tasks: dict) -> str:
+    """Markdown: which operators have which library baseline, in which dtypes, or why none."""
+    lines = ["| operator | category | library baseline | dtypes |", "|---|---|---|---|"]
+    for t in sorted(tasks.values(), key=lambda t: (t.spec.category, t.name.lower())):
+        libs = [v for v in ("fp32", "bf16") if t.source("library", v)]
+        what = (t.spec.library or "").replace("|", "/") if libs else "none"
+        if not libs:
+            note = re.sub(r"^No library (file|baseline)[:.;,]?\s*", "", t.spec.library_note or "")
+            note = note.split(". ")[0].replace("|", "/").rstrip(".")
+            what = f"none: {note}" if note else what
+        lines.append(f"| {t.name} | {t.spec.category} | {what} | {', '.join(libs) or '-'} |")
+    n = sum(1 for t in tasks.values() if any(t.source("library", v) for v in ("fp32", "bf16")))
+    lines.append("")
+    lines.append(f"{n} of {len(tasks)} operators have a library baseline.")
+    return "\n".join(lines)
 
 
 def _device_or_none():
