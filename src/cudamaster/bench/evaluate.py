@@ -224,7 +224,12 @@ class Evaluator:
             case_seed(self.task.name, self.variant, case, s, self.base_seed) for s in range(N_SETS)
         ]
         active = [lv for lv in lives if not lv.stop and lv.result.verdict == "pending"]
-        sets = [make_inputs(self.task, case, self.variant, s) for s in seeds] if active else []
+        sets = []
+        if active:  # the sets are independent: make them at once
+            with ThreadPoolExecutor(max_workers=N_SETS) as pool:
+                sets = list(
+                    pool.map(lambda s: make_inputs(self.task, case, self.variant, s), seeds)
+                )
         params = dict(sets[0].params) if sets else dict(case.params)  # with derived ones (nnz)
         complexity = self.task.complexity(params, self.variant)
         results = {}
@@ -242,7 +247,7 @@ class Evaluator:
         case_dir = root / f"case{case.index}"
         for s, inp in enumerate(sets):
             inp.write(case_dir / f"set{s}")
-        oracles = _LazyOracles(self._oracle, sets)
+        oracles = _Oracles(self._oracle, sets)
         log.info(
             "%s %s case %d: inputs ready in %.1f s",
             self.task.name,
@@ -303,6 +308,7 @@ class Evaluator:
 
         verdicts = {lv.impl.label: results[lv.impl.label].verdict for lv in active}
         log.info("first calls checked: %s", verdicts)
+        oracles.wait_all()
         # 2. timing, interleaved turn by turn
         times: dict[str, list[float]] = {lv.impl.label: [] for lv in timed}
         spent: dict[str, float] = {lv.impl.label: 0.0 for lv in timed}
@@ -406,6 +412,7 @@ class Evaluator:
                     lv.worker.request(60, cmd="release")
                 except WorkerDied as exc:
                     self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
+        oracles.close()
         shutil.rmtree(case_dir, ignore_errors=True)
 
     def _batch_timeout(self, lv: _Live, n: int) -> float:
@@ -467,19 +474,34 @@ class Evaluator:
         return str(shm) if shm.is_dir() else None
 
 
-class _LazyOracles:
-    """The oracle of each input set, computed the first time a check needs it."""
+class _Oracles:
+    """The oracle of each input set: set 0's now, the others computed in the background while
+    the GPU runs the first calls (numpy releases the GIL), each waited for when a check needs it.
+    """
 
     def __init__(self, compute: Callable[[InputSet], dict[str, Any]], sets: list[InputSet]):
-        self._compute, self._sets = compute, sets
-        self._done: dict[int, dict[str, Any]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=max(1, len(sets) - 1))
+        self._futures = {
+            i: self._pool.submit(self._timed, compute, s, i) for i, s in enumerate(sets)
+        }
+
+    @staticmethod
+    def _timed(compute: Callable[[InputSet], dict[str, Any]], s: InputSet, i: int):
+        t0 = time.monotonic()
+        out = compute(s)
+        log.info("oracle of set %d in %.1f s", i, time.monotonic() - t0)
+        return out
 
     def __getitem__(self, index: int) -> dict[str, Any]:
-        if index not in self._done:
-            t0 = time.monotonic()
-            self._done[index] = self._compute(self._sets[index])
-            log.info("oracle of set %d in %.1f s", index, time.monotonic() - t0)
-        return self._done[index]
+        return self._futures[index].result()
+
+    def wait_all(self) -> None:
+        """Block until every oracle is done, so that no host work overlaps the timed calls."""
+        for f in self._futures.values():
+            f.exception()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _label(params: dict[str, Any]) -> str:
