@@ -96,3 +96,23 @@ def test_input_mutation_and_first_call_caching_are_caught(fake_cuda):
     assert report.impl("mutates").verdict == "inputs_mutated"
     assert "A" in report.impl("mutates").detail
     assert report.impl("caches").verdict == "wrong_when_timed"
+
+
+def test_trusted_workers_are_reused_across_evaluations_candidates_never(fake_cuda):
+    from cudamaster.bench.client import WorkerPool
+
+    task = get_task("vector_add")
+    pool = WorkerPool()
+    try:
+        pids = []
+        for _ in range(2):
+            impls = [Impl("baseline", FAKE / "vector_add_cpu.c", trusted=True),
+                     Impl("cand", FAKE / "vector_add_cpu_slow.c")]  # fmt: skip
+            report = Evaluator(task, "fp32", "paper", "sm_90", policy=POLICY, cases=[0],
+                               pool=pool).run(impls)  # fmt: skip
+            assert [i.verdict for i in report.impls] == ["ok", "ok"]
+            assert set(pool._idle) == {"baseline"}  # the candidate's process is gone
+            pids.append(pool._idle["baseline"][0].proc.pid)
+        assert pids[0] == pids[1]
+    finally:
+        pool.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -242,6 +243,7 @@ def bench_cmd(
     seed: Annotated[int, typer.Option(help="Base seed of the input sets.")] = 0,
 ) -> None:
     """Baseline vs library over many operators; results saved as JSON as they come."""
+    from .bench.client import WorkerPool
     from .bench.evaluate import Evaluator, standard_impls
     from .report import report_json, score_impl, write_json
     from .tasks import discover, get_task
@@ -268,13 +270,17 @@ def bench_cmd(
     ):
         summary.add_column(col)
     t0 = time.monotonic()
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-    ) as progress:
+    pool = WorkerPool()  # baseline and library workers live across the whole bench
+    with (
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+        ) as progress,
+        contextlib.closing(pool),
+    ):
         bar = progress.add_task("bench", total=len(jobs))
         for task, variant, s in jobs:
             progress.update(bar, description=f"{task.name} {variant} {s}")
@@ -285,6 +291,7 @@ def bench_cmd(
                 device.arch,
                 base_seed=seed,
                 progress=lambda m: progress.update(bar, description=m),
+                pool=pool,
             )
             report = ev.run(standard_impls(task, variant))
             data = report_json(task, report, device)
@@ -505,7 +512,6 @@ def _pct(x: float | None) -> str:
 
 def _prebuild(pairs: list, arch: str) -> None:
     """Compile every baseline and library of the bench at once, on every core (cached)."""
-    import contextlib
     import os
     from concurrent.futures import ThreadPoolExecutor
 

@@ -107,6 +107,10 @@ class WorkerClient:
             return WorkerDied("crash", f"worker killed by {sig}; stderr: {self.stderr_tail()}")
         return WorkerDied("crash", f"worker exited with code {code}; stderr: {self.stderr_tail()}")
 
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
     def kill(self) -> None:
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -125,3 +129,33 @@ class WorkerClient:
         self.selector.close()
         self.stderr.close()
         Path(self.stderr.name).unlink(missing_ok=True)
+
+
+class WorkerPool:
+    """Workers of trusted implementations (baselines, library baselines), kept alive across
+    evaluations so that a bench does not pay a process start, a CUDA context and the vendor
+    libraries' load for every task: each new evaluation loads its library into the same
+    process. Candidates never come from the pool: each gets a fresh process."""
+
+    def __init__(self) -> None:
+        self._idle: dict[str, tuple[WorkerClient, dict]] = {}
+
+    def take(self, label: str) -> tuple[WorkerClient, dict] | None:
+        entry = self._idle.pop(label, None)
+        if entry is None:
+            return None
+        if entry[0].alive:
+            return entry
+        entry[0].close()
+        return None
+
+    def give(self, label: str, worker: WorkerClient, info: dict) -> None:
+        old = self._idle.pop(label, None)
+        if old is not None:
+            old[0].close()
+        self._idle[label] = (worker, info)
+
+    def close(self) -> None:
+        for worker, _ in self._idle.values():
+            worker.close()
+        self._idle.clear()

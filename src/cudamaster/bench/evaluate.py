@@ -24,7 +24,7 @@ from ..dtypes import STORAGE, concrete
 from ..errors import UserError
 from ..tasks import Case, Task
 from .build import BuildError, BuildResult, build
-from .client import WorkerClient, WorkerDied
+from .client import WorkerClient, WorkerDied, WorkerPool
 from .inputs import InputSet, case_seed, make_inputs
 from .symbols import SymbolReport, check_library, defines_symbol
 from .timing import TimingPolicy, TimingStats, settled, summarize
@@ -101,6 +101,7 @@ class _Live:
     impl: Impl
     result: ImplResult
     worker: WorkerClient | None = None
+    info: dict[str, Any] = field(default_factory=dict)  # what the worker's init reported
     stop: bool = False  # no further cases (after a hang)
 
 
@@ -137,6 +138,7 @@ class Evaluator:
         cases: list[int] | None = None,
         progress: Callable[[str], None] | None = None,
         work_dir: Path | None = None,
+        pool: WorkerPool | None = None,
     ) -> None:
         self.task, self.variant, self.suite, self.arch = task, variant, suite, arch
         self.policy = policy or TimingPolicy()
@@ -145,6 +147,7 @@ class Evaluator:
         self.case_filter = cases
         self.progress = progress or (lambda _msg: None)
         self.work_dir = work_dir
+        self.pool = pool
         self.device: dict[str, Any] = {}
         self.dtypes = {a.name: concrete(a.dtype, variant) for a in task.spec.args}
         self.arg_specs = [
@@ -155,16 +158,21 @@ class Evaluator:
     # -- workers ----------------------------------------------------------------------------
     def _spawn(self, live: _Live) -> None:
         assert live.result.build is not None
-        log.info("starting a worker for %s", live.impl.label)
-        worker = WorkerClient(live.impl.label)
-        try:
-            info = worker.request(60, cmd="init", device=0)
-        except WorkerDied as exc:
-            worker.close()
-            if "no CUDA GPU" in exc.detail or "cudaGetDeviceCount" in exc.detail:
-                raise UserError(f"no usable CUDA GPU: {exc.detail}") from None
-            raise
-        info.pop("ok", None)
+        pooled = self.pool.take(live.impl.label) if self.pool and live.impl.trusted else None
+        if pooled is not None:
+            worker, info = pooled
+        else:
+            log.info("starting a worker for %s", live.impl.label)
+            worker = WorkerClient(live.impl.label)
+            try:
+                info = worker.request(60, cmd="init", device=0)
+            except WorkerDied as exc:
+                worker.close()
+                if "no CUDA GPU" in exc.detail or "cudaGetDeviceCount" in exc.detail:
+                    raise UserError(f"no usable CUDA GPU: {exc.detail}") from None
+                raise
+            info.pop("ok", None)
+        live.info = info
         self.device = self.device or info
         reply = worker.request(
             60,
@@ -444,7 +452,11 @@ class Evaluator:
                 self._run_case(case, lives, root)
         finally:
             for lv in lives:
-                if lv.worker is not None:
+                if lv.worker is None:
+                    continue
+                if self.pool is not None and lv.impl.trusted and lv.worker.alive:
+                    self.pool.give(lv.impl.label, lv.worker, lv.info)
+                else:
                     lv.worker.close()
             shutil.rmtree(root, ignore_errors=True)
         for r in results:
