@@ -512,7 +512,6 @@ def _pct(x: float | None) -> str:
 
 def _prebuild(pairs: list, arch: str) -> None:
     """Compile every baseline and library of the bench at once, on every core (cached)."""
-    import os
     from concurrent.futures import ThreadPoolExecutor
 
     from .bench.build import BuildError, build
