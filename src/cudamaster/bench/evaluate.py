@@ -208,9 +208,12 @@ class Evaluator:
             dtype = self.dtypes[name]
             got = np.memmap(out_dir / f"{name}.bin", dtype=STORAGE[dtype], mode="r")
             tol = self.task.spec.tolerance[self.variant]
-            checks.append(
-                compare(name, got, ref, mag, tol, self.task.spec.paper_rule, dtype, stored=True)
-            )
+            try:
+                checks.append(
+                    compare(name, got, ref, mag, tol, self.task.spec.paper_rule, dtype, stored=True)
+                )
+            except ValueError as exc:  # a task whose oracle and output shapes disagree
+                raise UserError(f"{self.task.name}: {exc}") from None
             del got
         return checks, all(c.paper_rule_passed for c in checks)
 
@@ -482,8 +485,10 @@ class Evaluator:
         if self.work_dir is not None:
             self.work_dir.mkdir(parents=True, exist_ok=True)
             return str(self.work_dir)
-        shm = Path("/dev/shm")
-        return str(shm) if shm.is_dir() else None
+        shm = Path("/dev/shm")  # memory-backed, when it is large enough for big input sets
+        if shm.is_dir() and shutil.disk_usage(shm).free >= 16 << 30:
+            return str(shm)
+        return None
 
 
 class _Oracles:
