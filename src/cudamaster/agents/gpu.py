@@ -12,6 +12,7 @@ from pathlib import Path
 from ..bench.evaluate import Evaluator, Impl, standard_impls
 from ..device import DeviceFacts
 from ..profile.run import profile as run_profile
+from ..profile.run import sanitize
 from ..report import score_impl
 from ..tasks import Task
 from .loop import Outcome
@@ -59,9 +60,18 @@ class GpuBackend:
                 for k in impl.build.resources
             )
         score = scored.score if impl.correct else None
+        detail = impl.detail
+        if impl.verdict in ("crash", "runtime_error") and name != "baseline":
+            # the debug agent gets compute-sanitizer's report on the case that failed
+            failing = next((c.index for c in impl.cases if not c.ok), 0)
+            flags_ = tuple(f for f in flags if f != "-O3")
+            with self.lock:
+                report = sanitize(self.task, self.variant, Impl(name, path, extra_flags=flags_),
+                                  self.device.arch, case_index=failing)  # fmt: skip
+            detail += f"\ncompute-sanitizer memcheck on case {failing}:\n{report}"
         return Outcome(
             verdict=impl.verdict,
-            detail=impl.detail,
+            detail=detail,
             score=1.0 if name == "baseline" and impl.correct else score,
             geomean=scored.geomean,
             sol=largest.sol_fraction if largest else None,

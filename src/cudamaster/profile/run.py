@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import tempfile
@@ -12,7 +13,7 @@ from ..bench.evaluate import Impl, ImplResult, prepare
 from ..bench.inputs import case_seed, make_inputs
 from ..dtypes import concrete
 from ..errors import UserError
-from ..tasks import Task
+from ..tasks import Case, Task
 from . import classify
 from .ncu import ProfileResult, run_ncu
 from .summary import MODES, Summary, render
@@ -32,6 +33,36 @@ class ProfileReport:
     summaries: dict[str, Summary] = field(default_factory=dict)
 
 
+def _case(task: Task, suite: str, case_index: int) -> Case:
+    cases = task.cases(suite)
+    try:
+        return cases[case_index]
+    except IndexError:
+        raise UserError(f"{task.name} {suite} has cases 0..{len(cases) - 1}") from None
+
+
+def target_spec(task: Task, variant: str, impl: Impl, arch: str, case: Case, work: Path) -> dict:
+    """Build and check ``impl``, write one input set of ``case`` under ``work``, and return the
+    spec that profile/target.py runs (under ncu, or under compute-sanitizer)."""
+    pre = ImplResult(impl.label, str(impl.source))
+    prepare(impl, arch, task.symbol(variant), pre)
+    if pre.verdict != "pending":
+        raise UserError(pre.detail)
+    assert pre.build is not None
+    inputs = make_inputs(task, case, variant, case_seed(task.name, variant, case, 0, 0))
+    inputs.write(work / "set0")
+    args = [
+        {"name": a.name, "role": a.role_for(variant), "dtype": concrete(a.dtype, variant),
+         "nbytes": inputs.nbytes.get(a.name, 0)}
+        for a in task.spec.args
+    ]  # fmt: skip
+    return {
+        "library": str(pre.build.library), "symbol": task.symbol(variant), "args": args,
+        "dir": str(work), "nsets": 1, "scalars": [inputs.call_scalars],
+        "out": str(work / "out"),
+    }  # fmt: skip
+
+
 def profile(
     task: Task,
     variant: str,
@@ -43,33 +74,12 @@ def profile(
     device_uuid: str | None = None,
 ) -> ProfileReport:
     """ncu metrics of ``impl`` on one case (default: the suite's last), with summaries."""
-    cases = task.cases(suite)
-    try:
-        case = cases[case_index]
-    except IndexError:
-        raise UserError(f"{task.name} {suite} has cases 0..{len(cases) - 1}") from None
-    pre = ImplResult(impl.label, str(impl.source))
-    prepare(impl, arch, task.symbol(variant), pre)
-    if pre.verdict != "pending":
-        raise UserError(pre.detail)
-    assert pre.build is not None
+    case = _case(task, suite, case_index)
     thresholds = classify.load(device_uuid) if device_uuid else classify.DEFAULT
     work = Path(tempfile.mkdtemp(prefix="cudamaster-profile-"))
     try:
-        inputs = make_inputs(task, case, variant, case_seed(task.name, variant, case, 0, 0))
-        inputs.write(work / "set0")
-        args = [
-            {"name": a.name, "role": a.role_for(variant), "dtype": concrete(a.dtype, variant),
-             "nbytes": inputs.nbytes.get(a.name, 0)}
-            for a in task.spec.args
-        ]  # fmt: skip
-        spec = {
-            "library": str(pre.build.library), "symbol": task.symbol(variant), "args": args,
-            "dir": str(work), "nsets": 1, "scalars": [inputs.call_scalars],
-            "out": str(work / "out"),
-        }  # fmt: skip
-        keep = out_dir or work / "ncu"
-        result = run_ncu(spec, keep)
+        spec = target_spec(task, variant, impl, arch, case, work)
+        result = run_ncu(spec, out_dir or work / "ncu")
     finally:
         for sub in ("set0", "out"):
             shutil.rmtree(work / sub, ignore_errors=True)
@@ -88,3 +98,38 @@ def calibrate_from(reports: list[ProfileReport]) -> classify.Thresholds:
     if len(samples) < 2:
         raise UserError("calibration needs at least two successful baseline profiles")
     return classify.calibrate(samples)
+
+
+def sanitize(
+    task: Task,
+    variant: str,
+    impl: Impl,
+    arch: str,
+    tool: str = "memcheck",
+    case_index: int = 0,
+    timeout_s: float = 300,
+) -> str:
+    """compute-sanitizer's report (its last lines) for one call of ``impl`` on one case."""
+    import subprocess
+    import sys
+
+    from ..bench.client import worker_env
+
+    exe = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
+    if not Path(exe).exists():
+        return "(compute-sanitizer not found)"
+    work = Path(tempfile.mkdtemp(prefix="cudamaster-sanitize-"))
+    try:
+        spec = target_spec(task, variant, impl, arch, _case(task, "paper", case_index), work)
+        (work / "target.json").write_text(json.dumps(spec))
+        cmd = [exe, "--tool", tool, "--print-limit", "20", sys.executable, "-m",
+               "cudamaster.profile.target", str(work / "target.json")]  # fmt: skip
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=worker_env(),
+                                  timeout=timeout_s, check=False)  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return f"(compute-sanitizer {tool} timed out after {timeout_s:.0f} s)"
+        lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "=========" in ln]
+        return "\n".join(lines[-40:]) or f"(compute-sanitizer {tool} found nothing)"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
