@@ -64,3 +64,12 @@ def test_calibration_over_the_baselines(record):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (out / "calibration.json").exists()
     record("calibration-stdout", {"stdout": proc.stdout[-2000:]})
+
+
+def test_compute_sanitizer_reports_an_illegal_write(arch, record):
+    from cudamaster.profile.run import sanitize
+
+    task = get_task("vector_add")
+    report = sanitize(task, "fp32", Impl("candidate", WRONG / "illegal_address.cu"), arch)
+    record("sanitizer", {"report": report[-1500:]})
+    assert "Invalid __global__ write" in report or "out of bounds" in report, report[-1500:]
