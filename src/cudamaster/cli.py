@@ -134,7 +134,8 @@ def library_table(tasks: dict) -> str:
     return "\n".join(lines)
 
 
-def _device_or_none():
+def _device():
+    """GPU 0's facts (measured once and cached), or a one-line UserError without a GPU."""
     from .device import facts
 
     return facts()
@@ -199,7 +200,7 @@ def eval_cmd(
     prepare(cand, arch, task.symbol(variant), pre)
     if pre.verdict != "pending":
         raise UserError(pre.detail)
-    device = _device_or_none()
+    device = _device()
     picked = [int(x) for x in cases.split(",")] if cases else None
     with err_console.status("evaluating") as status:
         ev = Evaluator(
@@ -250,7 +251,7 @@ def bench_cmd(
 
     names = [o.strip() for o in ops.split(",")] if ops else list(discover())
     tasks = [get_task(n) for n in names]
-    device = _device_or_none()
+    device = _device()
     out = out or Path("results") / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
     results: list[dict] = []
     jobs = [(t, v, s) for t in tasks for v in _variants(dtype) for s in _suites(suite)]
@@ -342,7 +343,7 @@ def profile_cmd(
     from .tasks import discover, get_task
 
     if calibrate:
-        device = _device_or_none()
+        device = _device()
         names = [o.strip() for o in ops.split(",")] if ops else list(discover())
         reports = []
         for name in names:
@@ -385,7 +386,7 @@ def profile_cmd(
     task = get_task(op)
     if not file.is_file():
         raise UserError(f"no such file: {file}")
-    device = _device_or_none()
+    device = _device()
     rep = profile(task, dtype.value, Impl("candidate", file.resolve()), device.arch,
                   case_index=case, out_dir=out, device_uuid=device.uuid)  # fmt: skip
     if as_json:
