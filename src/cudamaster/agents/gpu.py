@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from ..bench.client import WorkerPool
 from ..bench.evaluate import Evaluator, Impl, standard_impls
 from ..device import DeviceFacts
 from ..profile.run import profile as run_profile
@@ -18,6 +19,7 @@ from ..tasks import Task
 from .loop import Outcome
 
 GPU_LOCK = threading.Lock()
+POOL = WorkerPool()  # baseline and library workers, reused across evaluations (under GPU_LOCK)
 
 
 class GpuBackend:
@@ -38,7 +40,8 @@ class GpuBackend:
         if name != "baseline":
             impls.append(Impl(name, path, extra_flags=tuple(f for f in flags if f != "-O3")))
         with self.lock:
-            report = Evaluator(self.task, self.variant, self.suite, self.device.arch).run(impls)
+            ev = Evaluator(self.task, self.variant, self.suite, self.device.arch, pool=POOL)
+            report = ev.run(impls)
         label = "baseline" if name == "baseline" else name
         impl = report.impl(label)
         assert impl is not None
