@@ -449,9 +449,23 @@ def optimize_cmd(
                        max_cost_usd=max_cost, max_tokens=max_tokens, llm=llm)  # fmt: skip
     run = run or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
     names = [o.strip() for o in ops.split(",") if o.strip()]
-    states = runner.start(run, names, _variants(dtype), model, base_url, suite.value, opts,
-                          concurrency)  # fmt: skip
+    with _task_progress(len(names) * len(_variants(dtype))) as done:
+        states = runner.start(run, names, _variants(dtype), model, base_url, suite.value, opts,
+                              concurrency, progress=done)  # fmt: skip
     _print_states(states, run)
+
+
+@contextlib.contextmanager
+def _task_progress(total: int):
+    """A progress bar over tasks; yields the callback the runner calls as each task ends."""
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err_console) as progress:  # fmt: skip
+        bar = progress.add_task("optimizing", total=total)
+
+        def done(name: str, state) -> None:
+            progress.update(bar, advance=1, description=f"{name}: {state.status}")
+
+        yield done
 
 
 @app.command("resume")
@@ -463,7 +477,9 @@ def resume_cmd(run: Annotated[Path, typer.Argument(help="The run directory.")]) 
     rd = RunDir(run)
     if not rd.manifest.exists():
         raise UserError(f"{run} is not a run directory (no run.json)")
-    _print_states(runner.execute(rd), run)
+    with _task_progress(len(rd.read_manifest()["tasks"])) as done:
+        states = runner.execute(rd, done)
+    _print_states(states, run)
 
 
 def _print_states(states: dict, run: Path) -> None:

@@ -30,7 +30,8 @@ def options_from(data: dict[str, Any]) -> LoopOptions:
 
 
 def start(run_dir: Path, ops: list[str], variants: list[str], model: str, base_url: str | None,
-          suite: str, options: LoopOptions, concurrency: int) -> dict[str, Any]:  # fmt: skip
+          suite: str, options: LoopOptions, concurrency: int,
+          progress: Callable[[str, TaskState], None] | None = None) -> dict[str, Any]:  # fmt: skip
     if (run_dir / "run.json").exists():
         raise UserError(f"{run_dir} already holds a run: use `cudamaster resume {run_dir}`")
     for op in ops:
@@ -42,7 +43,7 @@ def start(run_dir: Path, ops: list[str], variants: list[str], model: str, base_u
         "tasks": [[op, v] for op in ops for v in variants], "options": asdict(options),
         "created": time.strftime("%Y-%m-%d %H:%M:%S"),
     })  # fmt: skip
-    return execute(run)
+    return execute(run, progress)
 
 
 def execute(run: RunDir, progress: Callable[[str, TaskState], None] | None = None,
