@@ -22,7 +22,9 @@ from rich.table import Table
 from .errors import UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
-console = Console()
+# tables written to a pipe or a file (CI logs, device runs) get room instead of 80 columns
+_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 180
+console = Console(width=_WIDTH)
 err_console = Console(stderr=True)
 
 

@@ -97,7 +97,7 @@ def _fmt(x: float | None, spec: str = ".3g") -> str:
 
 def case_table(task: Task, report: EvalReport, scores: list[ImplScore]) -> Table:
     """One row per case and implementation: time, spread, hot time, speedups, speed of light."""
-    table = Table(title=f"{task.name} [{report.variant}, {report.suite}]", show_lines=False)
+    table = Table(title=f"{task.name} ({report.variant}, {report.suite} suite)", show_lines=False)
     for col in ("case", "impl", "verdict", "cold ms", "±IQR", "hot ms", "vs base", "vs lib", "SOL"):
         table.add_column(col, justify="right" if col not in ("case", "impl", "verdict") else "left")
     for i in range(len(scores[0].cases) if scores else 0):

@@ -175,11 +175,13 @@ def parse_ptxas(text: str) -> list[KernelResources]:
 
 
 def _first_error(log_text: str) -> str:
-    for line in log_text.splitlines():
-        if " error" in line or line.startswith("error") or "fatal" in line:
-            return line.strip()
-    lines = [ln for ln in log_text.splitlines() if ln.strip()]
-    return lines[-1].strip() if lines else "nvcc failed with no message"
+    """The line that says what went wrong: a compiler error, else the linker's reason."""
+    lines = [ln.strip() for ln in log_text.splitlines() if ln.strip()]
+    for pattern in (" error", "cannot find", "undefined reference", "error", "fatal"):
+        for line in lines:
+            if pattern in line and not line.startswith("collect2"):
+                return line
+    return lines[-1] if lines else "nvcc failed with no message"
 
 
 def build(
@@ -229,7 +231,7 @@ def build(
     if proc.returncode != 0:
         library.unlink(missing_ok=True)
         first = _first_error(proc.stderr).replace(str(out_dir / "source.cu"), source.name)
-        raise BuildError(f"compile error in {first}", log_path)
+        raise BuildError(f"compile error in {source.name}: {first}", log_path)
     resources = parse_ptxas(proc.stderr + proc.stdout)
     meta_path.write_text(json.dumps({"resources": [asdict(r) for r in resources]}))
     return BuildResult(source, library, log_path, flags + link, False, resources)

@@ -1,0 +1,77 @@
+"""`cudamaster bench`, `eval` and `device` end to end on the CPU: a stand-in nvidia-smi, cached
+device facts and a CPU stand-in for libcudart on which kernel launches do nothing, so every
+baseline's output stays poisoned and must be judged wrong. This exercises the whole command
+path (build, checks, workers, verdicts, scores, tables, JSON) without a GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cudamaster.bench.build import nvcc_version
+
+FAKE = Path(__file__).parent / "fixtures" / "fake_cuda"
+GOOD = Path(__file__).parent / "fixtures" / "good" / "vector_add_grid.cu"
+pytestmark = pytest.mark.skipif(not shutil.which("gcc"), reason="needs gcc")
+
+
+@pytest.fixture
+def fake_gpu(tmp_path):
+    runtime = tmp_path / "libcudart.so.13"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-Wl,-soname,libcudart.so.13", "-o",
+                    str(runtime), str(FAKE / "fake_cudart.c")], check=True)  # fmt: skip
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'Fake GPU, GPU-fake-0, 1.0, 9.0, 1024'\n")
+    smi.chmod(0o755)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    facts = {"name": "Fake GPU", "uuid": "GPU-fake-0", "driver": "1.0", "nvcc": nvcc_version(),
+             "compute_capability": "90", "sm_count": 4, "l2_bytes": 1 << 20, "memory_mib": 1024,
+             "copy_gbs": 100.0, "fp32_tflops": 1.0, "bf16_tflops": 2.0}  # fmt: skip
+    (cache / "device-GPU-fake-0.json").write_text(json.dumps(facts))
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+           "CUDAMASTER_CUDART": str(runtime), "CUDAMASTER_CACHE": str(cache)}  # fmt: skip
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    return env
+
+
+def cli(env, *args):
+    return subprocess.run([sys.executable, "-m", "cudamaster.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
+
+
+def test_device_reads_the_cached_facts(fake_gpu):
+    proc = cli(fake_gpu, "device", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["name"] == "Fake GPU"
+
+
+def test_bench_runs_end_to_end_and_judges_unwritten_outputs_wrong(fake_gpu, tmp_path):
+    out = tmp_path / "bench.json"
+    proc = cli(fake_gpu, "bench", "--ops", "vector_add", "--dtype", "fp32", "--suite", "paper",
+               "--out", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    (result,) = data["results"]
+    impls = {i["label"]: i for i in result["report"]["impls"]}
+    base = impls["baseline"]
+    assert base["verdict"] == "wrong" and "NaN" in base["detail"]  # launches did nothing
+    assert all(c["verdict"] == "wrong" for c in base["cases"])
+    assert impls["library"]["verdict"] in ("compile_error", "load_error", "wrong")
+    assert "vector_add" in proc.stdout and data["device"]["name"] == "Fake GPU"
+
+
+def test_eval_reports_a_wrong_candidate_and_exits_1(fake_gpu):
+    proc = cli(fake_gpu, "eval", "vector_add", str(GOOD), "--cases", "0", "--json")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    data = json.loads(proc.stdout)
+    cand = next(i for i in data["report"]["impls"] if i["label"] == "candidate")
+    assert cand["verdict"] == "wrong" and cand["cases"][0]["seeds"]
