@@ -113,3 +113,10 @@ def test_failures_give_a_reason_not_an_exception(monkeypatch, tmp_path):
     monkeypatch.setattr(ncu, "ncu_path", lambda: None)
     result = ncu.run_ncu({}, tmp_path)
     assert not result.ok and "ncu" in result.error
+
+
+def test_metrics_ncu_does_not_know_are_found_in_its_output():
+    ids = ["sm__throughput.avg.pct_of_peak_sustained_elapsed", "launch__block_size"]
+    out = "==ERROR== Failed to find metric launch__block_size\n==PROF== other"
+    assert ncu.unknown_metrics(out, ids) == ["launch__block_size"]
+    assert ncu.unknown_metrics("==PROF== fine", ids) == []

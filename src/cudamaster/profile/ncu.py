@@ -51,6 +51,7 @@ class ProfileResult:
     aggregate: dict[str, float] = field(default_factory=dict)
     report: str | None = None
     wall_s: float = 0.0
+    dropped_metrics: list[str] = field(default_factory=list)  # ids this ncu did not know
 
 
 def _number(text: str) -> float | None:
@@ -111,6 +112,13 @@ def aggregate(kernels: list[KernelProfile]) -> dict[str, float]:
     return out
 
 
+def unknown_metrics(output: str, ids: list[str]) -> list[str]:
+    """Metric ids that ncu's output says it cannot find."""
+    bad_lines = [ln for ln in output.splitlines()
+                 if "==ERROR==" in ln and ("metric" in ln.lower())]  # fmt: skip
+    return [i for i in ids if any(i in ln or i.split(".")[0] in ln for ln in bad_lines)]
+
+
 def ncu_path() -> str | None:
     found = shutil.which("ncu")
     if found:
@@ -149,23 +157,29 @@ def run_ncu(
     spec_path = out_dir / "target.json"
     spec_path.write_text(json.dumps(spec))
     report = out_dir / "profile"
-    cmd = [
-        ncu, "--clock-control", clock_control, "--profile-from-start", "off",
-        "--target-processes", "all", "--metrics", ",".join(metric_ids()),
-        "--export", str(report), "--force-overwrite",
-        sys.executable, "-m", "cudamaster.profile.target", str(spec_path),
-    ]  # fmt: skip
-    env = worker_env()
-    try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, env=env, timeout=timeout_s, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return ProfileResult(
-            ok=False, error=f"ncu timed out after {timeout_s:.0f} s", wall_s=time.monotonic() - t0
-        )
-    output = proc.stdout + proc.stderr
-    (out_dir / "ncu.log").write_text(output)
+    ids = metric_ids()
+    dropped: list[str] = []
+    for _ in range(2):  # a second try without metrics this ncu does not know, if any
+        cmd = [
+            ncu, "--clock-control", clock_control, "--profile-from-start", "off",
+            "--target-processes", "all", "--metrics", ",".join(ids),
+            "--export", str(report), "--force-overwrite",
+            sys.executable, "-m", "cudamaster.profile.target", str(spec_path),
+        ]  # fmt: skip
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=worker_env(),
+                                  timeout=timeout_s, check=False)  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return ProfileResult(ok=False, error=f"ncu timed out after {timeout_s:.0f} s",
+                                 wall_s=time.monotonic() - t0)  # fmt: skip
+        output = proc.stdout + proc.stderr
+        (out_dir / "ncu.log").write_text(output)
+        unknown = unknown_metrics(output, ids)
+        if not unknown:
+            break
+        log.warning("ncu does not know %s: profiling without them", ", ".join(unknown))
+        dropped += unknown
+        ids = [i for i in ids if i not in unknown]
     rep = report.with_suffix(".ncu-rep")
     if proc.returncode != 0 or not rep.exists():
         return ProfileResult(
@@ -193,4 +207,5 @@ def run_ncu(
         aggregate=aggregate(kernels),
         report=str(rep),
         wall_s=time.monotonic() - t0,
+        dropped_metrics=dropped,
     )
