@@ -41,6 +41,7 @@ def test_every_kernel_of_a_multi_kernel_operator_is_profiled(arch, record):
     record("profile-rms_norm", {"kernels": [k.name for k in rep.result.kernels],
                                 "class": rep.bottleneck, "tokens_filtered": f.tokens,
                                 "tokens_full": full.tokens, "wall_s": rep.result.wall_s,
+                                "dropped_metrics": rep.result.dropped_metrics,
                                 "filtered": f.text})  # fmt: skip
 
 
