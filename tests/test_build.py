@@ -1,5 +1,8 @@
 """Every .cu compiles with nvcc; the pre-run checks refuse what they must, for the right reason."""
 
+import contextlib
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,26 @@ def _sources(kind: str):
             src = task.source(kind, variant)
             if src is not None:
                 yield pytest.param(task, variant, src, id=f"{task.name}-{src.name}")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _compile_selected_at_once(request, vendor_headers):
+    """Build the selected tests' sources on all cores first; the tests then read the cache
+    (a failure is still reported by its own test, with nvcc's message)."""
+    jobs = []
+    for item in request.session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if item.module is request.module and "src" in params:
+            library = item.originalname == "test_library_baseline_compiles"
+            links = tuple(params["task"].spec.library_links) if library else ()
+            jobs.append((params["src"], links, library))
+
+    def one(job):
+        with contextlib.suppress(BuildError):
+            build(job[0], ARCH, job[1], compile_only=job[2])
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        list(pool.map(one, jobs))
 
 
 @pytest.mark.parametrize(("task", "variant", "src"), list(_sources("baseline")))
