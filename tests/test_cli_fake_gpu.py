@@ -75,3 +75,38 @@ def test_eval_reports_a_wrong_candidate_and_exits_1(fake_gpu):
     data = json.loads(proc.stdout)
     cand = next(i for i in data["report"]["impls"] if i["label"] == "candidate")
     assert cand["verdict"] == "wrong" and cand["cases"][0]["seeds"]
+
+
+def test_optimize_resume_and_results_commands_run_end_to_end(fake_gpu, tmp_path):
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text(
+        json.dumps({"key": "vector_add-fp32/round1/planner", "text": "plan"}) + "\n"
+    )
+    run = tmp_path / "run"
+    proc = cli(fake_gpu, "optimize", "--model", f"replay:{transcript}", "--ops", "vector_add",
+               "--rounds", "1", "--run", str(run))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # on the stand-in GPU no kernel runs, so the baseline itself fails and the task stops there
+    assert "vector_add-fp32: failed" in proc.stdout and "baseline itself failed" in proc.stdout
+    manifest = json.loads((run / "run.json").read_text())
+    assert manifest["model"].startswith("replay:") and manifest["options"]["rounds"] == 1
+    assert "KEY" not in json.dumps(manifest).upper()
+    again = cli(fake_gpu, "resume", str(run))
+    assert again.returncode == 0 and "vector_add-fp32: failed" in again.stdout
+    res = cli(fake_gpu, "results", str(run), "--json")
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = json.loads(res.stdout)
+    assert rows["tasks"][0]["status"] == "failed" and rows["success"][0]["solved"] == 0
+    assert (
+        cli(
+            fake_gpu,
+            "optimize",
+            "--model",
+            f"replay:{transcript}",
+            "--ops",
+            "vector_add",
+            "--run",
+            str(run),
+        ).returncode
+        == 2
+    )  # fmt: skip  (the run exists: use resume)
