@@ -19,6 +19,13 @@ from ..tasks import Task
 from .loop import Outcome
 
 GPU_LOCK = threading.Lock()
+
+
+def _extra(flags: tuple[str, ...]) -> tuple[str, ...]:
+    """The compiler agent's flags beyond the build's own -O3."""
+    return tuple(f for f in flags if f != "-O3")
+
+
 POOL = WorkerPool()  # baseline and library workers, reused across evaluations (under GPU_LOCK)
 
 
@@ -38,7 +45,7 @@ class GpuBackend:
         path = self._write(source, name)
         impls = standard_impls(self.task, self.variant)
         if name != "baseline":
-            impls.append(Impl(name, path, extra_flags=tuple(f for f in flags if f != "-O3")))
+            impls.append(Impl(name, path, extra_flags=_extra(flags)))
         with self.lock:
             ev = Evaluator(self.task, self.variant, self.suite, self.device.arch, pool=POOL)
             report = ev.run(impls)
@@ -67,10 +74,10 @@ class GpuBackend:
         if impl.verdict in ("crash", "runtime_error") and name != "baseline":
             # the debug agent gets compute-sanitizer's report on the case that failed
             failing = next((c.index for c in impl.cases if not c.ok), 0)
-            flags_ = tuple(f for f in flags if f != "-O3")
             with self.lock:
-                report = sanitize(self.task, self.variant, Impl(name, path, extra_flags=flags_),
-                                  self.device.arch, case_index=failing)  # fmt: skip
+                cand = Impl(name, path, extra_flags=_extra(flags))
+                report = sanitize(self.task, self.variant, cand, self.device.arch,
+                                  case_index=failing)  # fmt: skip
             detail += f"\ncompute-sanitizer memcheck on case {failing}:\n{report}"
         return Outcome(
             verdict=impl.verdict,
@@ -85,7 +92,7 @@ class GpuBackend:
     def profile(self, source: str, flags: tuple[str, ...], name: str, mode: str) -> str | None:
         path = self._write(source, name)
         impl = Impl(name, path, trusted=name == "baseline",
-                    extra_flags=tuple(f for f in flags if f != "-O3"))  # fmt: skip
+                    extra_flags=_extra(flags))  # fmt: skip
         with self.lock:
             rep = run_profile(self.task, self.variant, impl, self.device.arch,
                               device_uuid=self.device.uuid)  # fmt: skip

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import threading
 import time
 from dataclasses import asdict
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..llm.base import Completion
+from ..llm.offline import safe_name as safe
 
 _lock = threading.Lock()
 
@@ -28,10 +28,6 @@ def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(text)
     tmp.replace(path)
-
-
-def safe(key: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "__", key)
 
 
 class RunDir:

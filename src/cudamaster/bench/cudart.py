@@ -125,10 +125,6 @@ class CudaRuntime:
     def free(self, ptr: int) -> None:
         self.check("cudaFree", self.lib.cudaFree(ptr))
 
-    def upload(self, ptr: int, data: bytes | memoryview) -> None:
-        buf = (ctypes.c_char * len(data)).from_buffer_copy(data)
-        self.check("cudaMemcpy H2D", self.lib.cudaMemcpy(ptr, buf, len(data), MEMCPY_H2D))
-
     def upload_array(self, ptr: int, array) -> None:
         """Copy a contiguous numpy array to the device without an extra host copy."""
         self.check(
@@ -180,10 +176,3 @@ def loaded_libraries() -> set[str]:
     except OSError:
         return set()
     return {line.split()[-1] for line in text.splitlines() if ".so" in line.split()[-1]}
-
-
-def thread_count() -> int:
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return 0

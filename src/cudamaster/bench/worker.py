@@ -30,7 +30,6 @@ from .cudart import (
     ATTR_SM_COUNT,
     CudaRuntime,
     loaded_libraries,
-    thread_count,
 )
 from .symbols import VENDOR_LIBRARY_FILES
 
@@ -61,7 +60,6 @@ class Worker:
         self.flush_bytes = 0
         self.events: tuple[int, int] = (0, 0)
         self.baseline_libs: set[str] = set()
-        self.baseline_threads = 0
 
     # -- commands ---------------------------------------------------------------------------
     def init(self, device: int = 0) -> dict:
@@ -103,7 +101,6 @@ class Worker:
         ]
         self.fn = fn
         self.baseline_libs = loaded_libraries()
-        self.baseline_threads = thread_count()
         new = sorted(x for x in self.baseline_libs - before if VENDOR_LIBRARY_FILES.search(x))
         return {"ok": True, "loaded": new}
 
@@ -201,7 +198,6 @@ class Worker:
             "wall_ms": wall_ms,
             "changed_inputs": changed,
             "vendor_libraries": libs,
-            "new_threads": thread_count() - self.baseline_threads,
             "unordered_outputs": unordered,
         }
 

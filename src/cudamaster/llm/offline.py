@@ -9,7 +9,8 @@ from pathlib import Path
 from .base import AnswerPending, Completion, Message, Options, Provider, ProviderError, Usage
 
 
-def _safe(key: str) -> str:
+def safe_name(key: str) -> str:
+    """A request key as a file name (the run directory names its steps the same way)."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "__", key)
 
 
@@ -54,8 +55,8 @@ class Exchange(Provider):
         self.dir.mkdir(parents=True, exist_ok=True)
 
     def complete(self, messages: list[Message], options: Options, key: str) -> Completion:
-        prompt = self.dir / f"{_safe(key)}.prompt.md"
-        answer = self.dir / f"{_safe(key)}.answer.md"
+        prompt = self.dir / f"{safe_name(key)}.prompt.md"
+        answer = self.dir / f"{safe_name(key)}.answer.md"
         if not prompt.exists():
             body = "\n\n".join(f"## {m.role}\n\n{m.content}" for m in messages)
             prompt.write_text(f"# request {key}\n\nWrite the answer to {answer.name}.\n\n{body}\n")
