@@ -14,6 +14,7 @@ from cudamaster.tasks import discover
 
 ARCH = "sm_90"
 WRONG = Path(__file__).parent / "fixtures" / "wrong"
+WRONG_OPS = Path(__file__).parent / "fixtures" / "wrong_ops"
 
 
 def _sources(kind: str):
@@ -35,9 +36,11 @@ def _compile_selected_at_once(request, vendor_headers):
             library = item.originalname == "test_library_baseline_compiles"
             links = tuple(params["task"].spec.library_links) if library else ()
             jobs.append((params["src"], links, library))
+        elif item.module is request.module and "op" in params:
+            jobs.append((WRONG_OPS / f"{params['op']}.cu", (), False))
 
     def one(job):
-        with contextlib.suppress(BuildError):
+        with contextlib.suppress(BuildError, OSError):  # a missing fixture fails its own test
             build(job[0], ARCH, job[1], compile_only=job[2])
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
@@ -112,3 +115,14 @@ ptxas info    : Used 40 registers, used 1 barriers, 2048 bytes smem, 360 bytes c
     (k,) = parse_ptxas(text)
     assert (k.kernel, k.registers, k.shared_bytes) == ("_Z1kPf", 40, 2048)
     assert (k.stack_bytes, k.spill_stores, k.spill_loads) == (16, 8, 4)
+
+
+@pytest.mark.parametrize("op", sorted(discover()))
+def test_every_operator_has_a_known_wrong_implementation_that_builds(op):
+    src = WRONG_OPS / f"{op}.cu"
+    assert src.exists(), f"{src} is missing: every operator needs a known-wrong fixture"
+    assert src.read_text().startswith("// KNOWN WRONG (test fixture): ")
+    task = discover()[op]
+    result = build(src, ARCH)
+    assert defines_symbol(result.library, task.symbol("fp32"))
+    assert check_library(result.library).ok

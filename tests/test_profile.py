@@ -120,3 +120,24 @@ def test_metrics_ncu_does_not_know_are_found_in_its_output():
     out = "==ERROR== Failed to find metric launch__block_size\n==PROF== other"
     assert ncu.unknown_metrics(out, ids) == ["launch__block_size"]
     assert ncu.unknown_metrics("==PROF== fine", ids) == []
+
+
+REAL_CSV = Path(__file__).parent / "fixtures" / "ncu" / "rms_norm-fp32-h200.csv"
+
+
+def test_a_real_ncu_csv_from_the_h200_parses_aggregates_and_summarizes():
+    # recorded by tests/gpu/test_profile_gpu.py: rms_norm's baseline, two kernels, on an H200
+    kernels = ncu.parse_csv(REAL_CSV.read_text())
+    assert [k.name.split("(")[0] for k in kernels] == ["rms_sumsq_kernel", "rms_apply_kernel"]
+    assert [k.values["gpu__time_duration.sum"] for k in kernels] == [2624.0, 3008.0]
+    agg = ncu.aggregate(kernels)
+    assert agg["gpu__time_duration.sum"] == 5632.0
+    assert agg["launch__grid_size"] == 4.0  # the longer kernel's launch
+    measured = [m.id for m in TABLE if m.id in agg]
+    assert len(measured) >= 0.9 * len(TABLE), sorted(set(metric_ids()) - set(agg))
+    filtered = render(agg, "filtered", classify.DEFAULT)
+    full = render(agg, "full", classify.DEFAULT)
+    assert filtered.bottleneck == "memory-latency-bound"  # a few blocks, far from every roof
+    assert "Duration: 5.63 us" in filtered.text and "Top warp stalls: " in filtered.text
+    assert filtered.tokens is not None and full.tokens is not None
+    assert filtered.tokens < full.tokens

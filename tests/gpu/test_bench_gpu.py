@@ -22,13 +22,15 @@ def test_bench_every_baseline_and_library_passes_every_case(record):
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / "bench.json"
     ops = os.environ.get("CUDAMASTER_BENCH_OPS")
-    cmd = [sys.executable, "-m", "cudamaster.cli", "bench", "--out", str(out)]
+    cmd = [sys.executable, "-m", "cudamaster.cli", "-v", "bench", "--out", str(out)]
     cmd += ["--ops", ops] if ops else []
+    log = out_dir / "bench.log"  # the per-phase log, streamed, so a killed run still leaves it
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    with log.open("w") as err:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True, check=False)
     wall = time.monotonic() - t0
-    (out_dir / "bench.txt").write_text(proc.stdout + proc.stderr[-20000:])
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    (out_dir / "bench.txt").write_text(proc.stdout)
+    assert proc.returncode == 0, log.read_text()[-3000:]
     results = json.loads(out.read_text())["results"]
     failures = []
     for r in results:

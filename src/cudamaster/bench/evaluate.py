@@ -2,8 +2,10 @@
 
 Every implementation runs in its own worker process. Per case: seeded input sets are made and
 the float64 oracle computed once; each implementation's first call is checked; those that pass
-are timed together, turn by turn, so that clock drift cancels in their ratios; the output of the
-last timed call of every turn is checked too; finally a fresh input set is checked again.
+are timed together, turn by turn, so that clock drift cancels in their ratios; the outputs of
+the last call of the first and of the final timed turn are checked too (an implementation that
+caches, or leaves work running past the call, differs there); finally a fresh input set is
+checked again.
 """
 
 from __future__ import annotations
@@ -200,7 +202,7 @@ class Evaluator:
 
     # -- checking ---------------------------------------------------------------------------
     def _check(
-        self, out_dir: Path, inputs: InputSet, oracle: dict[str, Any]
+        self, out_dir: Path, inputs: InputSet, oracle: dict[str, Any], paper: bool = True
     ) -> tuple[list[CheckResult], bool]:
         checks = []
         for name, expected in oracle.items():
@@ -210,7 +212,17 @@ class Evaluator:
             tol = self.task.spec.tolerance[self.variant]
             try:
                 checks.append(
-                    compare(name, got, ref, mag, tol, self.task.spec.paper_rule, dtype, stored=True)
+                    compare(
+                        name,
+                        got,
+                        ref,
+                        mag,
+                        tol,
+                        self.task.spec.paper_rule,
+                        dtype,
+                        stored=True,
+                        paper=paper,
+                    )
                 )
             except ValueError as exc:  # a task whose oracle and output shapes disagree
                 raise UserError(f"{self.task.name}: {exc}") from None
@@ -339,6 +351,7 @@ class Evaluator:
             except WorkerDied as exc:
                 self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
                 timed.remove(lv)
+        last_set: dict[str, int] = {}
         while timed:
             pending = [
                 lv for lv in timed if not settled(times[lv.impl.label], spent[lv.impl.label], pol)
@@ -348,6 +361,7 @@ class Evaluator:
             order = pending[turn % len(pending) :] + pending[: turn % len(pending)]
             for lv in order:
                 label = lv.impl.label
+                first = label not in last_set
                 out = case_dir / f"out-{label}-timed"
                 t0 = time.monotonic()
                 try:
@@ -359,7 +373,7 @@ class Evaluator:
                         mode="cold",
                         sets=list(TIMING_SETS),
                         start=turn,
-                        out=str(out),
+                        out=str(out) if first else None,
                     )
                 except WorkerDied as exc:
                     self._fail(lv, results[label], exc.verdict, exc.detail)
@@ -367,17 +381,27 @@ class Evaluator:
                     continue
                 spent[label] += time.monotonic() - t0
                 times[label] += reply["times_ms"][1:]  # the first call after a switch is dropped
-                checks, _ = self._check(out, sets[reply["last_set"]], oracles[reply["last_set"]])
-                shutil.rmtree(out, ignore_errors=True)
-                bad = [c for c in checks if not c.passed]
-                if bad:
-                    res = results[label]
-                    res.verdict = "wrong_when_timed"
-                    res.detail = "a timed call's output was wrong: " + "; ".join(
-                        c.summary() for c in bad
-                    )
+                last_set[label] = reply["last_set"]
+                ok = not first or self._timed_output_ok(
+                    results[label], out, sets, oracles, reply["last_set"]
+                )
+                if not ok:
                     timed.remove(lv)
             turn += 1
+        for lv in list(timed):  # the final turn's last output, still in the worker's buffers
+            label = lv.impl.label
+            if len(times[label]) <= pol.batch:
+                continue  # one turn only: already checked
+            out = case_dir / f"out-{label}-final"
+            try:
+                assert lv.worker is not None
+                lv.worker.request(self.call_timeout_s, cmd="save", out=str(out))
+            except WorkerDied as exc:
+                self._fail(lv, results[label], exc.verdict, exc.detail)
+                timed.remove(lv)
+                continue
+            if not self._timed_output_ok(results[label], out, sets, oracles, last_set[label]):
+                timed.remove(lv)
         for lv in timed:
             results[lv.impl.label].cold = summarize(times[lv.impl.label])
         log.info("timed in %d turns: %s", turn, {k: len(v) for k, v in times.items()})
@@ -406,7 +430,7 @@ class Evaluator:
             except WorkerDied as exc:
                 self._fail(lv, res, exc.verdict, exc.detail)
                 continue
-            checks, _ = self._check(out, sets[RECHECK_SET], oracles[RECHECK_SET])
+            checks, _ = self._check(out, sets[RECHECK_SET], oracles[RECHECK_SET], paper=False)
             shutil.rmtree(out, ignore_errors=True)
             bad = [c for c in checks if not c.passed]
             if reply["changed_inputs"]:
@@ -425,6 +449,23 @@ class Evaluator:
                     self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
         oracles.close()
         shutil.rmtree(case_dir, ignore_errors=True)
+
+    def _timed_output_ok(
+        self,
+        res: CaseResult,
+        out: Path,
+        sets: list[InputSet],
+        oracles: _Oracles,
+        set_index: int,
+    ) -> bool:
+        """Check a timed call's output; on a mismatch the verdict is wrong_when_timed."""
+        checks, _ = self._check(out, sets[set_index], oracles[set_index], paper=False)
+        shutil.rmtree(out, ignore_errors=True)
+        bad = [c for c in checks if not c.passed]
+        if bad:
+            res.verdict = "wrong_when_timed"
+            res.detail = "a timed call's output was wrong: " + "; ".join(c.summary() for c in bad)
+        return not bad
 
     def _batch_timeout(self, lv: _Live, n: int) -> float:
         first = lv.result.cases[-1].wall_ms_first_call or 1000.0
@@ -492,12 +533,12 @@ class Evaluator:
 
 
 class _Oracles:
-    """The oracle of each input set: set 0's now, the others computed in the background while
-    the GPU runs the first calls (numpy releases the GIL), each waited for when a check needs it.
+    """The oracle of each input set, all computed at once in the background while the GPU runs
+    the first calls (numpy releases the GIL), each waited for when a check needs it.
     """
 
     def __init__(self, compute: Callable[[InputSet], dict[str, Any]], sets: list[InputSet]):
-        self._pool = ThreadPoolExecutor(max_workers=max(1, len(sets) - 1))
+        self._pool = ThreadPoolExecutor(max_workers=max(1, len(sets)))
         self._futures = {
             i: self._pool.submit(self._timed, compute, s, i) for i, s in enumerate(sets)
         }

@@ -9,13 +9,19 @@ import numpy as np
 
 @dataclass
 class TimingPolicy:
-    """When to stop repeating: enough samples and a small spread, or a cap."""
+    """When to stop repeating: once the median is known well enough, or at a cap.
+
+    The median's standard error is estimated from the spread: for near-normal samples the IQR
+    is 1.35 sigma and the median's standard error 1.25 sigma / sqrt(n), so it is about
+    0.93 * IQR / sqrt(n). Repetition stops when that is at most ``target_error`` of the
+    median: 10 samples suffice at a 3% spread, a 10% spread (microsecond kernels, where launch
+    jitter is a large fraction) needs about 90."""
 
     warmup: int = 3
     batch: int = 5  # timed calls per turn; turns alternate between implementations
     min_samples: int = 10
     max_samples: int = 200
-    target_spread: float = 0.02  # interquartile range / median
+    target_error: float = 0.01  # estimated standard error of the median / median
     time_cap_s: float = 2.0  # per implementation and case
     hot_samples: int = 10
 
@@ -46,4 +52,9 @@ def settled(times_ms: list[float], spent_s: float, policy: TimingPolicy) -> bool
     n = len(times_ms)
     if n >= policy.max_samples or spent_s >= policy.time_cap_s:
         return n >= 3 or spent_s >= 4 * policy.time_cap_s
-    return n >= policy.min_samples and summarize(times_ms).spread <= policy.target_spread
+    return n >= policy.min_samples and median_error(times_ms) <= policy.target_error
+
+
+def median_error(times_ms: list[float]) -> float:
+    """Estimated relative standard error of the median (0.93 * IQR / sqrt(n) / median)."""
+    return 0.93 * summarize(times_ms).spread / float(np.sqrt(len(times_ms)))
