@@ -116,3 +116,15 @@ def test_trusted_workers_are_reused_across_evaluations_candidates_never(fake_cud
         assert pids[0] == pids[1]
     finally:
         pool.close()
+
+
+def test_implementations_share_their_timing_window(fake_cuda):
+    # Each would settle after its own number of samples; both keep taking turns until both are
+    # settled, so neither median comes from a stretch of time the other did not see.
+    task = get_task("vector_add")
+    impls = [Impl("steady", FAKE / "vector_add_steady.c", trusted=True),
+             Impl("jittery", FAKE / "vector_add_jittery.c")]  # fmt: skip
+    policy = TimingPolicy(warmup=1, batch=3, min_samples=6, max_samples=24, time_cap_s=60)
+    report = Evaluator(task, "fp32", "paper", "sm_90", policy=policy, cases=[0]).run(impls)
+    counts = {i.label: i.cases[0].cold.samples for i in report.impls}
+    assert counts == {"steady": 24, "jittery": 24}, counts

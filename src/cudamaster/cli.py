@@ -316,9 +316,15 @@ def bench_cmd(
             summary.add_row(*_bench_row(task.name, variant, s, scores))
             progress.advance(bar)
     console.print(summary)
+    phases: dict[str, float] = {}
+    for r in results:
+        for case in r["report"]["phases"]:
+            for k, v in case.items():
+                if k != "case":
+                    phases[k] = phases.get(k, 0.0) + v
     console.print(
         f"{len(jobs)} evaluations in {time.monotonic() - t0:.0f} s after {build_s:.0f} s of "
-        f"compiling; results in {out}"
+        f"compiling ({', '.join(f'{k} {v:.0f} s' for k, v in phases.items())}); results in {out}"
     )
 
 

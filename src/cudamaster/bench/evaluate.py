@@ -2,10 +2,10 @@
 
 Every implementation runs in its own worker process. Per case: seeded input sets are made and
 the float64 oracle computed once; each implementation's first call is checked; those that pass
-are timed together, turn by turn, so that clock drift cancels in their ratios; the outputs of
-the last call of the first and of the final timed turn are checked too (an implementation that
-caches, or leaves work running past the call, differs there); finally a fresh input set is
-checked again.
+are timed together, turn by turn, until every one's median is known, so that clock drift cancels
+in their ratios; the outputs of the last call of the first and of the final timed turn are
+checked too (an implementation that caches, or leaves work running past the call, differs
+there); finally a fresh input set is checked again.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from .build import BuildError, BuildResult, build
 from .client import WorkerClient, WorkerDied, WorkerPool
 from .inputs import InputSet, case_seed, make_inputs
 from .symbols import SymbolReport, check_library, defines_symbol
-from .timing import TimingPolicy, TimingStats, settled, summarize
+from .timing import TimingPolicy, TimingStats, exhausted, settled, summarize
 from .verify import CheckResult, compare
 
 log = logging.getLogger(__name__)
@@ -93,6 +93,9 @@ class EvalReport:
     device: dict[str, Any]
     impls: list[ImplResult]
     wall_s: float = 0.0
+    # per case, where the coordinator's wall time went (seconds): inputs made and written,
+    # first calls checked, waiting for the oracles, timed turns, hot timing and the re-check
+    phases: list[dict[str, float]] = field(default_factory=list)
 
     def impl(self, label: str) -> ImplResult | None:
         return next((i for i in self.impls if i.label == label), None)
@@ -151,6 +154,7 @@ class Evaluator:
         self.work_dir = work_dir
         self.pool = pool
         self.device: dict[str, Any] = {}
+        self.phases: list[dict[str, float]] = []
         self.dtypes = {a.name: concrete(a.dtype, variant) for a in task.spec.args}
         self.arg_specs = [
             {"name": a.name, "role": a.role_for(variant), "dtype": self.dtypes[a.name]}
@@ -271,6 +275,8 @@ class Evaluator:
         for s, inp in enumerate(sets):
             inp.write(case_dir / f"set{s}")
         oracles = _Oracles(self._oracle, sets)
+        mark = _Phases(case.index, t_case)
+        mark("inputs")
         log.info(
             "%s %s case %d: inputs ready in %.1f s",
             self.task.name,
@@ -331,7 +337,9 @@ class Evaluator:
 
         verdicts = {lv.impl.label: results[lv.impl.label].verdict for lv in active}
         log.info("first calls checked: %s", verdicts)
+        mark("first_calls")
         oracles.wait_all()
+        mark("oracle_wait")
         # 2. timing, interleaved turn by turn
         times: dict[str, list[float]] = {lv.impl.label: [] for lv in timed}
         spent: dict[str, float] = {lv.impl.label: 0.0 for lv in timed}
@@ -353,11 +361,14 @@ class Evaluator:
                 timed.remove(lv)
         last_set: dict[str, int] = {}
         while timed:
-            pending = [
-                lv for lv in timed if not settled(times[lv.impl.label], spent[lv.impl.label], pol)
-            ]
-            if not pending:
+            if all(settled(times[lv.impl.label], spent[lv.impl.label], pol) for lv in timed):
                 break
+            # Everyone keeps taking turns until every median is known, so that all medians come
+            # from the same stretch of time (clocks drift; a ratio of medians taken minutes
+            # apart would carry the drift). Only an implementation at its own caps sits out.
+            pending = [
+                lv for lv in timed if not exhausted(times[lv.impl.label], spent[lv.impl.label], pol)
+            ]
             order = pending[turn % len(pending) :] + pending[: turn % len(pending)]
             for lv in order:
                 label = lv.impl.label
@@ -406,6 +417,7 @@ class Evaluator:
             results[lv.impl.label].cold = summarize(times[lv.impl.label])
         log.info("timed in %d turns: %s", turn, {k: len(v) for k, v in times.items()})
 
+        mark("timing")
         # 3. hot L2 (back-to-back calls, no flush), then 4. re-check on a fresh input set
         for lv in list(timed):
             res = results[lv.impl.label]
@@ -449,6 +461,8 @@ class Evaluator:
                     self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
         oracles.close()
         shutil.rmtree(case_dir, ignore_errors=True)
+        mark("finish")
+        self.phases.append(mark.times)
 
     def _timed_output_ok(
         self,
@@ -520,6 +534,7 @@ class Evaluator:
             device=self.device,
             impls=results,
             wall_s=time.monotonic() - t_start,
+            phases=self.phases,
         )
 
     def _scratch(self) -> str | None:
@@ -530,6 +545,19 @@ class Evaluator:
         if shm.is_dir() and shutil.disk_usage(shm).free >= 16 << 30:
             return str(shm)
         return None
+
+
+class _Phases:
+    """Seconds spent in each phase of one case, marked at each phase's end."""
+
+    def __init__(self, case: int, start: float) -> None:
+        self.times: dict[str, float] = {"case": case}
+        self._last = start
+
+    def __call__(self, phase: str) -> None:
+        now = time.monotonic()
+        self.times[phase] = round(now - self._last, 4)
+        self._last = now
 
 
 class _Oracles:

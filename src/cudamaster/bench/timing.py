@@ -47,12 +47,19 @@ def summarize(times_ms: list[float]) -> TimingStats:
     return TimingStats(float(med), float(q3 - q1), float(a.min()), float(a.max()), int(a.size))
 
 
-def settled(times_ms: list[float], spent_s: float, policy: TimingPolicy) -> bool:
-    """True when this implementation needs no more samples."""
+def exhausted(times_ms: list[float], spent_s: float, policy: TimingPolicy) -> bool:
+    """True when this implementation has reached its caps (samples or time)."""
     n = len(times_ms)
     if n >= policy.max_samples or spent_s >= policy.time_cap_s:
         return n >= 3 or spent_s >= 4 * policy.time_cap_s
-    return n >= policy.min_samples and median_error(times_ms) <= policy.target_error
+    return False
+
+
+def settled(times_ms: list[float], spent_s: float, policy: TimingPolicy) -> bool:
+    """True when this implementation needs no more samples."""
+    if exhausted(times_ms, spent_s, policy):
+        return True
+    return len(times_ms) >= policy.min_samples and median_error(times_ms) <= policy.target_error
 
 
 def median_error(times_ms: list[float]) -> float:
