@@ -14,6 +14,7 @@ import numpy as np
 from .. import formula
 from ..dtypes import ITEMSIZE, concrete, f32_to_bf16_bits, to_float64, to_storage
 from ..errors import UserError
+from ..parallel import over_rows
 from ..tasks import Case, Task
 
 
@@ -40,7 +41,14 @@ class InputSet:
         scalars."""
         out: dict[str, Any] = dict(self.scalars)
         for name, arr in self.stored.items():
-            out[name] = to_float64(arr, dtypes[name]).reshape(self.shapes[name])
+            dtype = dtypes[name]
+            wide = np.empty(arr.size, dtype=np.int64 if dtype == "i32" else np.float64)
+
+            def convert(lo: int, hi: int, arr=arr, wide=wide, dtype=dtype) -> None:
+                wide[lo:hi] = to_float64(arr[lo:hi], dtype)
+
+            over_rows(0, arr.size, 1, convert)  # on all cores: big sets are GiBs of float64
+            out[name] = wide.reshape(self.shapes[name])
         return out
 
     def write(self, folder: Path) -> None:
