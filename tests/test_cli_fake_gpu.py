@@ -37,8 +37,12 @@ def fake_gpu(tmp_path):
              "compute_capability": "90", "sm_count": 4, "l2_bytes": 1 << 20, "memory_mib": 1024,
              "copy_gbs": 100.0, "fp32_tflops": 1.0, "bf16_tflops": 2.0}  # fmt: skip
     (cache / "device-GPU-fake-0.json").write_text(json.dumps(facts))
+    comparer = tmp_path / "compare_host.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(comparer),
+                    str(FAKE / "compare_host.c")], check=True)  # fmt: skip
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
-           "CUDAMASTER_CUDART": str(runtime), "CUDAMASTER_CACHE": str(cache)}  # fmt: skip
+           "CUDAMASTER_CUDART": str(runtime), "CUDAMASTER_CACHE": str(cache),
+           "CUDAMASTER_COMPARER": str(comparer)}  # fmt: skip
     env.pop("CUDA_VISIBLE_DEVICES", None)
     return env
 

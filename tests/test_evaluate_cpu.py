@@ -38,6 +38,10 @@ def fake_cuda(tmp_path, monkeypatch):
         check=True,
     )
     monkeypatch.setenv("CUDAMASTER_CUDART", str(runtime))
+    comparer = tmp_path / "compare_host.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(comparer),
+                    str(FAKE / "compare_host.c")], check=True)  # fmt: skip
+    monkeypatch.setenv("CUDAMASTER_COMPARER", str(comparer))
 
     def gcc_build(source, arch, links=(), extra_flags=(), compile_only=False):
         lib = tmp_path / (Path(source).stem + ".so")
@@ -91,7 +95,10 @@ def test_crash_and_hang_are_verdicts_and_the_others_still_evaluate(fake_cuda):
     assert report.impl("baseline").verdict == "ok"
 
 
-def test_input_mutation_and_first_call_caching_are_caught(fake_cuda):
+@pytest.mark.parametrize("comparer", ["on the device", "through host copies"])
+def test_input_mutation_and_first_call_caching_are_caught(fake_cuda, comparer, monkeypatch):
+    if comparer == "through host copies":
+        monkeypatch.setenv("CUDAMASTER_COMPARER", "")
     _, report = run("mutates", "caches", cases=(0,))
     assert report.impl("mutates").verdict == "inputs_mutated"
     assert "A" in report.impl("mutates").detail

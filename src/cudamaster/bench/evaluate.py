@@ -27,6 +27,7 @@ from ..errors import UserError
 from ..tasks import Case, Task
 from .build import BuildError, BuildResult, build
 from .client import WorkerClient, WorkerDied, WorkerPool
+from .comparer import comparer_library
 from .inputs import InputSet, case_seed, make_inputs
 from .symbols import SymbolReport, check_library, defines_symbol
 from .timing import TimingPolicy, TimingStats, exhausted, settled, summarize
@@ -171,7 +172,9 @@ class Evaluator:
             log.info("starting a worker for %s", live.impl.label)
             worker = WorkerClient(live.impl.label)
             try:
-                info = worker.request(60, cmd="init", device=0)
+                info = worker.request(
+                    60, cmd="init", device=0, comparer=comparer_library(self.arch)
+                )
             except WorkerDied as exc:
                 worker.close()
                 if "no CUDA GPU" in exc.detail or "cudaGetDeviceCount" in exc.detail:
@@ -251,12 +254,17 @@ class Evaluator:
             case_seed(self.task.name, self.variant, case, s, self.base_seed) for s in range(N_SETS)
         ]
         active = [lv for lv in lives if not lv.stop and lv.result.verdict == "pending"]
+        case_dir = root / f"case{case.index}"
+
+        def make(index: int) -> InputSet:
+            inp = make_inputs(self.task, case, self.variant, seeds[index])
+            inp.write(case_dir / f"set{index}")
+            return inp
+
         sets = []
-        if active:  # the sets are independent: make them at once
+        if active:  # the sets are independent: make and write them at once
             with ThreadPoolExecutor(max_workers=N_SETS) as pool:
-                sets = list(
-                    pool.map(lambda s: make_inputs(self.task, case, self.variant, s), seeds)
-                )
+                sets = list(pool.map(make, range(N_SETS)))
         params = dict(sets[0].params) if sets else dict(case.params)  # with derived ones (nnz)
         complexity = self.task.complexity(params, self.variant)
         results = {}
@@ -271,9 +279,6 @@ class Evaluator:
                 )
         if not active:
             return
-        case_dir = root / f"case{case.index}"
-        for s, inp in enumerate(sets):
-            inp.write(case_dir / f"set{s}")
         oracles = _Oracles(self._oracle, sets)
         mark = _Phases(case.index, t_case)
         mark("inputs")
@@ -287,22 +292,14 @@ class Evaluator:
         arg_bytes = [{**a, "nbytes": sets[0].nbytes.get(a["name"], 0)} for a in self.arg_specs]
         scalars = [inp.call_scalars for inp in sets]
 
-        # 1. checked first call, one implementation at a time
+        # 1. the input sets loaded by every worker at once (no implementation code runs), then
+        # a checked first call, one implementation at a time
+        loaded = self._setup_all(active, results, case_dir, arg_bytes, scalars)
         timed: list[_Live] = []
-        for lv in active:
+        for lv in loaded:
             res = results[lv.impl.label]
             try:
-                if lv.worker is None:
-                    self._spawn(lv)
                 assert lv.worker is not None
-                lv.worker.request(
-                    120,
-                    cmd="setup",
-                    dir=str(case_dir),
-                    nsets=N_SETS,
-                    args=arg_bytes,
-                    scalars=scalars,
-                )
                 out = case_dir / f"out-{lv.impl.label}-first"
                 reply = lv.worker.request(
                     self.call_timeout_s, cmd="run", set=CHECK_SET, out=str(out)
@@ -463,6 +460,44 @@ class Evaluator:
         shutil.rmtree(case_dir, ignore_errors=True)
         mark("finish")
         self.phases.append(mark.times)
+
+    def _setup_all(
+        self,
+        active: list[_Live],
+        results: dict[str, CaseResult],
+        case_dir: Path,
+        arg_bytes: list[dict],
+        scalars: list[list[Any]],
+    ) -> list[_Live]:
+        """Start the workers that need it, then load the case's input sets into all of them
+        concurrently; returns those that are ready for their first call."""
+        started = []
+        for lv in active:
+            try:
+                if lv.worker is None:
+                    self._spawn(lv)
+                started.append(lv)
+            except WorkerDied as exc:
+                self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
+
+        def setup(lv: _Live) -> None:
+            assert lv.worker is not None
+            lv.worker.request(
+                120, cmd="setup", dir=str(case_dir), nsets=N_SETS, args=arg_bytes, scalars=scalars
+            )
+
+        loaded = []
+        with ThreadPoolExecutor(max_workers=max(len(started), 1)) as pool:
+            futures = [(lv, pool.submit(setup, lv)) for lv in started]
+        for lv, future in futures:
+            exc = future.exception()
+            if isinstance(exc, WorkerDied):
+                self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
+            elif exc is not None:
+                raise exc
+            else:
+                loaded.append(lv)
+        return loaded
 
     def _timed_output_ok(
         self,
