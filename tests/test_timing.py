@@ -30,3 +30,10 @@ def test_the_time_cap_stops_a_slow_or_noisy_kernel_once_it_has_three_samples():
     assert settled(noisy, POLICY.time_cap_s, POLICY)
     assert not settled(noisy[:2], POLICY.time_cap_s, POLICY)
     assert settled(noisy[:1], 4 * POLICY.time_cap_s, POLICY)  # one call of a very slow kernel
+
+
+def test_fast_calls_get_longer_turns_within_bounds():
+    assert POLICY.batch_for(1.0) == POLICY.batch  # a slow kernel: the minimum turn
+    assert POLICY.batch_for(0.0002) == 25  # 0.2 ms per call fills a 5 ms turn
+    assert POLICY.batch_for(0.00025) == 21  # 20 would fill it, but turns have odd lengths
+    assert POLICY.batch_for(0.0) == POLICY.max_batch

@@ -340,11 +340,13 @@ class Evaluator:
         # 2. timing, interleaved turn by turn
         times: dict[str, list[float]] = {lv.impl.label: [] for lv in timed}
         spent: dict[str, float] = {lv.impl.label: 0.0 for lv in timed}
+        batch: dict[str, int] = {}
         turn = 0
         pol = self.policy
         for lv in list(timed):
             try:
                 assert lv.worker is not None
+                t0 = time.monotonic()
                 lv.worker.request(
                     self._batch_timeout(lv, pol.warmup),
                     cmd="time",
@@ -353,6 +355,7 @@ class Evaluator:
                     sets=list(TIMING_SETS),
                     start=0,
                 )
+                batch[lv.impl.label] = pol.batch_for((time.monotonic() - t0) / pol.warmup)
             except WorkerDied as exc:
                 self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
                 timed.remove(lv)
@@ -375,9 +378,9 @@ class Evaluator:
                 try:
                     assert lv.worker is not None
                     reply = lv.worker.request(
-                        self._batch_timeout(lv, pol.batch + 1),
+                        self._batch_timeout(lv, batch[label] + 1),
                         cmd="time",
-                        n=pol.batch + 1,
+                        n=batch[label] + 1,
                         mode="cold",
                         sets=list(TIMING_SETS),
                         start=turn,
@@ -398,7 +401,7 @@ class Evaluator:
             turn += 1
         for lv in list(timed):  # the final turn's last output, still in the worker's buffers
             label = lv.impl.label
-            if len(times[label]) <= pol.batch:
+            if len(times[label]) <= batch[label]:
                 continue  # one turn only: already checked
             out = case_dir / f"out-{label}-final"
             try:

@@ -18,12 +18,23 @@ class TimingPolicy:
     jitter is a large fraction) needs about 90."""
 
     warmup: int = 3
-    batch: int = 5  # timed calls per turn; turns alternate between implementations
+    batch: int = 5  # timed calls per turn (at least, odd); turns alternate between implementations
+    turn_s: float = 0.005  # fast calls get longer turns, up to max_batch, to save round trips
+    max_batch: int = 41
     min_samples: int = 10
     max_samples: int = 200
     target_error: float = 0.01  # estimated standard error of the median / median
     time_cap_s: float = 2.0  # per implementation and case
     hot_samples: int = 10
+
+    def batch_for(self, seconds_per_call: float) -> int:
+        """Calls per turn for an implementation whose calls (with the harness's per-call work)
+        take about seconds_per_call: enough to fill turn_s, between batch and max_batch, and
+        odd: a turn makes batch + 1 calls alternating over the two timing sets, so the first
+        turn's last call, whose output is checked, is on the set the first call was not."""
+        fill = int(self.turn_s / max(seconds_per_call, 1e-6))
+        n = max(self.batch, min(self.max_batch, fill))
+        return n if n % 2 else n + 1
 
 
 @dataclass
