@@ -29,7 +29,12 @@ def fake_gpu(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     smi = bin_dir / "nvidia-smi"
-    smi.write_text("#!/bin/sh\necho 'Fake GPU, GPU-fake-0, 1.0, 9.0, 1024'\n")
+    smi.write_text(  # two GPUs: listed by index, described one at a time with -i
+        '#!/bin/sh\ncase "$*" in\n'
+        "  *index,uuid,name*) printf '0, GPU-fake-0, Fake GPU\\n1, GPU-fake-1, Fake GPU\\n' ;;\n"
+        "  *'-i 1'*) echo 'Fake GPU, GPU-fake-1, 1.0, 9.0, 1024' ;;\n"
+        "  *) echo 'Fake GPU, GPU-fake-0, 1.0, 9.0, 1024' ;;\nesac\n"
+    )
     smi.chmod(0o755)
     cache = tmp_path / "cache"
     cache.mkdir()
@@ -37,6 +42,7 @@ def fake_gpu(tmp_path):
              "compute_capability": "90", "sm_count": 4, "l2_bytes": 1 << 20, "memory_mib": 1024,
              "copy_gbs": 100.0, "fp32_tflops": 1.0, "bf16_tflops": 2.0}  # fmt: skip
     (cache / "device-GPU-fake-0.json").write_text(json.dumps(facts))
+    (cache / "device-GPU-fake-1.json").write_text(json.dumps({**facts, "uuid": "GPU-fake-1"}))
     comparer = tmp_path / "compare_host.so"
     subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(comparer),
                     str(FAKE / "compare_host.c")], check=True)  # fmt: skip
@@ -71,6 +77,20 @@ def test_bench_runs_end_to_end_and_judges_unwritten_outputs_wrong(fake_gpu, tmp_
     assert all(c["verdict"] == "wrong" for c in base["cases"])
     assert impls["library"]["verdict"] in ("compile_error", "load_error", "wrong")
     assert "vector_add" in proc.stdout and data["device"]["name"] == "Fake GPU"
+
+
+def test_bench_spreads_its_evaluations_over_every_gpu_and_says_which_ran_what(fake_gpu, tmp_path):
+    out = tmp_path / "bench.json"
+    proc = cli(fake_gpu, "bench", "--ops", "vector_add,RELU", "--dtype", "fp32", "--suite",
+               "paper", "--gpus", "all", "--out", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    used = [r["report"]["gpu"]["uuid"] for r in data["results"]]
+    assert sorted(used) == ["GPU-fake-0", "GPU-fake-1"]  # two evaluations, one on each
+    assert set(data["devices"]) == {"GPU-fake-0", "GPU-fake-1"}
+    assert "on 2 GPUs" in proc.stdout
+    bad = cli(fake_gpu, "bench", "--ops", "vector_add", "--gpus", "0,7")
+    assert bad.returncode != 0 and "there is no GPU 7" in bad.stdout + bad.stderr
 
 
 def test_eval_reports_a_wrong_candidate_and_exits_1(fake_gpu):

@@ -1,5 +1,6 @@
 """The profile filter on the CPU: Otsu, classes, summaries, the metric table, ncu CSV parsing."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,36 @@ def test_a_real_ncu_csv_from_the_h200_parses_aggregates_and_summarizes():
     assert "Duration: 5.63 us" in filtered.text and "Top warp stalls: " in filtered.text
     assert filtered.tokens is not None and full.tokens is not None
     assert filtered.tokens < full.tokens
+
+
+def test_calibrate_command_spreads_profiles_and_reports_classes_and_tokens(tmp_path, monkeypatch):
+    from cudamaster import cli, device
+    from cudamaster.gpus import Gpu
+    from cudamaster.profile import run as profile_run
+    from cudamaster.profile.ncu import ProfileResult
+    from cudamaster.tasks import get_task
+
+    monkeypatch.setenv("CUDAMASTER_CACHE", str(tmp_path))
+    facts = device.DeviceFacts(name="Fake GPU", uuid="GPU-f", driver="1", nvcc="13",
+                               compute_capability="90", sm_count=4, l2_bytes=1, memory_mib=1,
+                               copy_gbs=1.0, fp32_tflops=1.0, bf16_tflops=1.0)  # fmt: skip
+    monkeypatch.setattr(
+        device, "targets", lambda spec: ([Gpu(0, "GPU-f", "Fake GPU")], {"GPU-f": facts})
+    )
+    points = iter([(5, 80), (8, 85), (70, 20), (75, 30), (6, 7), (7, 9)])
+
+    def fake_profile(task, variant, impl, arch, device_uuid=None):
+        sm, mem = next(points)
+        agg = {m.id: 1.0 for m in TABLE} | {SM: sm, MEM: mem, DRAM: mem}
+        res = ProfileResult(ok=True, aggregate=agg, wall_s=0.5)
+        return profile_run.ProfileReport(task.name, variant, 0, "baseline", res, classify.DEFAULT,
+                                         "x")  # fmt: skip
+
+    monkeypatch.setattr(profile_run, "profile", fake_profile)
+    tasks = [get_task(n) for n in ("vector_add", "RELU", "softmax")]
+    cli._calibrate(tasks, ["fp32", "bf16"], "all", tmp_path)
+    data = json.loads((tmp_path / "calibration.json").read_text())
+    assert data["thresholds"]["calibrated"] and len(data["profiles"]) == 6
+    assert sum(data["classes"]["fp32"].values()) == 3 and sum(data["classes"]["bf16"].values()) == 3
+    assert data["mean_tokens"]["filtered"] < data["mean_tokens"]["full"]
+    assert classify.load("GPU-f").calibrated  # stored for the device

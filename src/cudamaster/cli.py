@@ -9,6 +9,7 @@ import os
 import re
 import sys
 import time
+from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -151,7 +152,6 @@ def device_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """GPU, driver, nvcc, SMs, L2, and measured peaks (copy bandwidth, FP32/BF16 GEMM)."""
-    from dataclasses import asdict
 
     from .device import facts
 
@@ -244,38 +244,31 @@ def bench_cmd(
     suite: Annotated[Suite, typer.Option(help="paper, large or both.")] = Suite.both,
     out: Annotated[Path | None, typer.Option(help="JSON results file.")] = None,
     seed: Annotated[int, typer.Option(help="Base seed of the input sets.")] = 0,
+    gpus: Annotated[
+        str | None,
+        typer.Option(help="GPUs to spread the evaluations over: 'all' or indices like 0,2."),
+    ] = None,
 ) -> None:
     """Baseline vs library over many operators; results saved as JSON as they come."""
     from .bench.client import WorkerPool
     from .bench.evaluate import Evaluator, standard_impls
+    from .device import targets as device_targets
+    from .gpus import GpuPool
     from .report import report_json, score_impl, write_json
     from .tasks import discover, get_task
 
     names = [o.strip() for o in ops.split(",")] if ops else list(discover())
     tasks = [get_task(n) for n in names]
-    device = _device()
+    targets, devices = device_targets(gpus)
+    first = next(iter(devices.values()))
     out = out or Path("results") / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
     results: list[dict] = []
     jobs = [(t, v, s) for t in tasks for v in _variants(dtype) for s in _suites(suite)]
     t_build = time.monotonic()
-    _prebuild([(t, v) for t in tasks for v in _variants(dtype)], device.arch)
+    _prebuild([(t, v) for t in tasks for v in _variants(dtype)], first.arch)
     build_s = time.monotonic() - t_build
-    summary = Table(title=f"bench on {device.name}")
-    for col in (
-        "operator",
-        "dtype",
-        "suite",
-        "baseline",
-        "library",
-        "Σ base ms",
-        "Σ lib ms",
-        "lib P",
-        "lib geomean",
-        "SOL (best, largest case)",
-    ):
-        summary.add_column(col)
     t0 = time.monotonic()
-    pool = WorkerPool()  # baseline and library workers live across the whole bench
+    pool = WorkerPool()  # baseline and library workers live across the whole bench, per GPU
     with (
         Progress(
             TextColumn("{task.description}"),
@@ -287,34 +280,35 @@ def bench_cmd(
         contextlib.closing(pool),
     ):
         bar = progress.add_task("bench", total=len(jobs))
-        for task, variant, s in jobs:
+
+        def evaluate(job: tuple, gpu) -> tuple:
+            task, variant, s = job
+            device = devices[gpu.uuid]
             progress.update(bar, description=f"{task.name} {variant} {s}")
-            ev = Evaluator(
-                task,
-                variant,
-                s,
-                device.arch,
-                base_seed=seed,
-                progress=lambda m: progress.update(bar, description=m),
-                pool=pool,
-            )
+            ev = Evaluator(task, variant, s, device.arch, base_seed=seed, pool=pool,
+                           progress=lambda m: progress.update(bar, description=m))  # fmt: skip
             report = ev.run(standard_impls(task, variant))
-            data = report_json(task, report, device)
-            results.append(data)
-            write_json(
-                {
-                    "device": data["device_facts"],
-                    "results": results,
-                    "build_s": build_s,
-                    "wall_s": time.monotonic() - t_build,
-                },
-                out,
-            )
-            scores = {
-                sc.label: sc for sc in (score_impl(task, report, i, device) for i in report.impls)
-            }
-            summary.add_row(*_bench_row(task.name, variant, s, scores))
+            return report, report_json(task, report, device)
+
+        facts = {u: asdict(d) for u, d in devices.items()}
+
+        def done(job: tuple, gpu, result: tuple) -> None:
+            results.append(result[1])
+            write_json({"device": asdict(first), "devices": facts, "results": results,
+                        "build_s": build_s, "wall_s": time.monotonic() - t_build}, out)  # fmt: skip
             progress.advance(bar)
+
+        finished = GpuPool(targets).run(jobs, evaluate, done)
+    summary = Table(title=f"bench on {', '.join(sorted({d.name for d in devices.values()}))}")
+    for col in ("operator", "dtype", "suite", "baseline", "library", "Σ base ms", "Σ lib ms",
+                "lib P", "lib geomean", "SOL (best, largest case)"):  # fmt: skip
+        summary.add_column(col)
+    for (task, variant, s), (report, _) in zip(jobs, finished, strict=True):
+        device = devices[report.gpu["uuid"]] if report.gpu else first
+        scores = {
+            sc.label: sc for sc in (score_impl(task, report, i, device) for i in report.impls)
+        }
+        summary.add_row(*_bench_row(task.name, variant, s, scores))
     console.print(summary)
     phases: dict[str, float] = {}
     for r in results:
@@ -322,8 +316,9 @@ def bench_cmd(
             for k, v in case.items():
                 if k != "case":
                     phases[k] = phases.get(k, 0.0) + v
+    on = f" on {len(targets)} GPUs" if len(targets) > 1 else ""
     console.print(
-        f"{len(jobs)} evaluations in {time.monotonic() - t0:.0f} s after {build_s:.0f} s of "
+        f"{len(jobs)} evaluations{on} in {time.monotonic() - t0:.0f} s after {build_s:.0f} s of "
         f"compiling ({', '.join(f'{k} {v:.0f} s' for k, v in phases.items())}); results in {out}"
     )
 
@@ -347,48 +342,18 @@ def profile_cmd(
     ops: Annotated[str | None, typer.Option(help="With --calibrate: only these operators.")] = None,
     out: Annotated[Path | None, typer.Option(help="Keep the ncu report and CSV here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    gpus: Annotated[
+        str | None, typer.Option(help="With --calibrate: GPUs to use, 'all' or indices like 0,2.")
+    ] = None,
 ) -> None:
     """Nsight Compute profile of FILE on one case: bottleneck class and filtered summary."""
-    from dataclasses import asdict
-
     from .bench.evaluate import Impl
-    from .profile import classify
-    from .profile.run import calibrate_from, profile
+    from .profile.run import profile
     from .tasks import discover, get_task
 
     if calibrate:
-        device = _device()
         names = [o.strip() for o in ops.split(",")] if ops else list(discover())
-        reports = []
-        for name in names:
-            task = get_task(name)
-            for variant in _variants(dtype or Dtype.both):
-                src = task.source("baseline", variant)
-                assert src is not None
-                rep = profile(task, variant, Impl("baseline", src, trusted=True), device.arch,
-                              device_uuid=device.uuid)  # fmt: skip
-                reports.append(rep)
-                status = rep.bottleneck or f"profile missing: {rep.result.error}"
-                err_console.print(f"{name} {variant}: {status} ({rep.result.wall_s:.1f} s)")
-        th = calibrate_from(reports)
-        path = classify.save(th, device.uuid)
-        counts: dict[str, int] = {}
-        for r in reports:
-            if r.result.ok:
-                counts[classify.classify(r.result.aggregate, th)] = (
-                    counts.get(classify.classify(r.result.aggregate, th), 0) + 1
-                )
-        data = {"thresholds": asdict(th), "saved": str(path), "classes": counts,
-                "profiles": [asdict(r) for r in reports]}  # fmt: skip
-        if out:
-            from .report import write_json
-
-            write_json(data, out / "calibration.json")
-        console.print(
-            f"compute threshold {th.compute:.1f}% (separability {th.compute_separability:.3f}), "
-            f"memory threshold {th.memory:.1f}% (separability {th.memory_separability:.3f}); "
-            f"classes {counts}; saved {path}"
-        )
+        _calibrate([get_task(n) for n in names], _variants(dtype or Dtype.both), gpus, out)
         return
     if op is None or file is None:
         raise UserError("profile needs OP and FILE (or --calibrate)")
@@ -415,6 +380,73 @@ def profile_cmd(
                       f"{rep.result.wall_s:.1f} s; report {rep.result.report}]")  # fmt: skip
     if not rep.result.ok:
         raise typer.Exit(1)
+
+
+def _calibrate(tasks: list, variants: list[str], gpus: str | None, out: Path | None) -> None:
+    """Profile every baseline (spread over the GPUs), store the Otsu thresholds per device, and
+    report the classes (per dtype) and the summaries' token counts under those thresholds."""
+    from .bench.evaluate import Impl
+    from .device import targets
+    from .gpus import GpuPool
+    from .profile import classify
+    from .profile.run import calibrate_from, profile
+    from .profile.summary import render
+    from .report import write_json
+
+    chosen, devices = targets(gpus)
+    if len({d.name for d in devices.values()}) > 1:
+        raise UserError("calibrate on GPUs of one model: thresholds are per device model")
+    jobs = [(t, v) for t in tasks for v in variants if t.source("baseline", v) is not None]
+    reports: list = []
+
+    def work(job: tuple, gpu) -> object:
+        task, variant = job
+        device = devices[gpu.uuid]
+        impl = Impl("baseline", task.source("baseline", variant), trusted=True)
+        return profile(task, variant, impl, device.arch, device_uuid=device.uuid)
+
+    def done(job: tuple, gpu, rep) -> None:
+        reports.append(rep)
+        status = rep.bottleneck or f"profile missing: {rep.result.error}"
+        err_console.print(f"{job[0].name} {job[1]}: {status} ({rep.result.wall_s:.1f} s)")
+        if out:  # as they come, so that a run cut short keeps what it measured
+            write_json({"profiles": [asdict(r) for r in reports]}, out / "calibration.json")
+
+    GpuPool(chosen).run(jobs, work, done)
+    th = calibrate_from(reports)
+    saved = [str(classify.save(th, d.uuid)) for d in devices.values()]
+    classes: dict[str, dict[str, int]] = {}
+    tokens: dict[str, list[int]] = {"filtered": [], "full": []}
+    for r in reports:
+        if not r.result.ok:
+            continue
+        cls = classify.classify(r.result.aggregate, th)
+        per = classes.setdefault(r.variant, {})
+        per[cls] = per.get(cls, 0) + 1
+        for mode in tokens:
+            n = render(r.result.aggregate, mode, th).tokens
+            if n is not None:
+                tokens[mode].append(n)
+    mean = {m: sum(v) / len(v) if v else None for m, v in tokens.items()}
+    walls = [r.result.wall_s for r in reports]
+    data = {"thresholds": asdict(th), "saved": saved, "classes": classes, "mean_tokens": mean,
+            "missing": [f"{r.task} {r.variant}: {r.result.error}" for r in reports
+                        if not r.result.ok],
+            "mean_wall_s": sum(walls) / len(walls) if walls else None,
+            "profiles": [asdict(r) for r in reports]}  # fmt: skip
+    if out:
+        write_json(data, out / "calibration.json")
+    fewer = (
+        f", {1 - mean['filtered'] / mean['full']:.0%} fewer tokens filtered"
+        if mean["filtered"] and mean["full"]
+        else ""
+    )
+    console.print(
+        f"compute threshold {th.compute:.1f}% (separability {th.compute_separability:.3f}), "
+        f"memory threshold {th.memory:.1f}% (separability {th.memory_separability:.3f}); "
+        f"classes {classes}; mean tokens {mean}{fewer}; "
+        f"{len(data['missing'])} missing; saved {', '.join(saved)}"
+    )
 
 
 @app.command("optimize")
@@ -446,6 +478,9 @@ def optimize_cmd(
     sol_target: Annotated[
         float | None, typer.Option(help="Stop a task at this fraction of the speed of light.")
     ] = None,
+    gpus: Annotated[
+        str | None, typer.Option(help="GPUs for the evaluations: 'all' or indices like 0,2.")
+    ] = None,
 ) -> None:
     """Optimize operators with an LLM: R rounds of plan, code, compile, debug, evaluate, profile."""
     from .agents import runner
@@ -465,7 +500,7 @@ def optimize_cmd(
     names = [o.strip() for o in ops.split(",") if o.strip()]
     with _task_progress(len(names) * len(_variants(dtype))) as done:
         states = runner.start(run, names, _variants(dtype), model, base_url, suite.value, opts,
-                              concurrency, progress=done)  # fmt: skip
+                              concurrency, progress=done, gpus=gpus)  # fmt: skip
     _print_states(states, run)
 
 

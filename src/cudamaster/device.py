@@ -8,12 +8,14 @@ import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .bench.build import build, cache_dir, nvcc_version
 from .bench.client import worker_env
 from .errors import UserError
+from .gpus import Gpu, pin, select
 
 log = logging.getLogger(__name__)
 PEAKS_SOURCE = Path(__file__).parent / "csrc" / "peaks.cu"
@@ -43,7 +45,7 @@ class DeviceFacts:
         return (self.bf16_tflops if kind == "tensor" else self.fp32_tflops) * 1e3
 
 
-def _smi() -> dict[str, str]:
+def _smi(index: int = 0) -> dict[str, str]:
     if os.environ.get("CUDA_VISIBLE_DEVICES", "0").strip() in ("", "-1", "none", "NoDevFiles"):
         raise UserError("no GPU found: CUDA_VISIBLE_DEVICES hides every GPU")
     if not shutil.which("nvidia-smi"):
@@ -52,7 +54,7 @@ def _smi() -> dict[str, str]:
         )
     fields = "name,uuid,driver_version,compute_cap,memory.total"
     proc = subprocess.run(
-        ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits", "-i", "0"],
+        ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits", "-i", str(index)],
         capture_output=True,
         text=True,
         check=False,
@@ -103,16 +105,17 @@ def _measure(arch: str) -> dict:
     return data
 
 
-def facts(refresh: bool = False) -> DeviceFacts:
-    """Facts for GPU 0: read from the cache, or measured (a few seconds) and cached."""
-    smi = _smi()
+def facts(refresh: bool = False, gpu: Gpu | None = None) -> DeviceFacts:
+    """Facts for GPU 0 (or gpu): read from the cache, or measured (seconds) and cached."""
+    smi = _smi(gpu.index if gpu else 0)
     path = cache_dir() / f"device-{smi['uuid']}.json"
     if path.exists() and not refresh:
         data = json.loads(path.read_text())
         if data.get("nvcc") == nvcc_version():
             return DeviceFacts(**data)
     log.info("measuring %s (copy bandwidth, GEMM rates)", smi["name"])
-    measured = _measure(f"sm_{smi['cc']}")
+    with pin(gpu):  # the probe runs on that GPU alone
+        measured = _measure(f"sm_{smi['cc']}")
     result = DeviceFacts(
         name=smi["name"],
         uuid=smi["uuid"],
@@ -125,3 +128,16 @@ def facts(refresh: bool = False) -> DeviceFacts:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(asdict(result), indent=2))
     return result
+
+
+def targets(spec: str | None) -> tuple[list[Gpu], dict[str, DeviceFacts]]:
+    """The GPUs a --gpus option names and each one's facts, keyed by UUID (each measured on
+    itself, all at once). Without --gpus: the default GPU, unpinned (CUDA_VISIBLE_DEVICES as
+    the user set it), under the key ""."""
+    if spec is None:
+        device = facts()
+        return [Gpu.default(device.name)], {"": device}
+    chosen = select(spec)
+    with ThreadPoolExecutor(len(chosen)) as pool:
+        measured = list(pool.map(lambda g: facts(gpu=g), chosen))
+    return chosen, {g.uuid: d for g, d in zip(chosen, measured, strict=True)}

@@ -1,24 +1,23 @@
 """The loop's GPU side: evaluate a candidate with the real evaluator, profile it with ncu.
 
-One lock per GPU: LLM calls of many tasks run in parallel, GPU work one at a time, so that
-timings stay clean.
+GPU work leases a GPU from the run's pool: LLM calls of many tasks run in parallel, GPU work
+one at a time per GPU, so that timings stay clean. An evaluation (candidate, baseline and
+library together) runs on one GPU, so every ratio compares timings from the same GPU.
 """
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 from ..bench.client import WorkerPool
 from ..bench.evaluate import Evaluator, Impl, standard_impls
 from ..device import DeviceFacts
+from ..gpus import GpuPool
 from ..profile.run import profile as run_profile
 from ..profile.run import sanitize
 from ..report import score_impl
 from ..tasks import Task
 from .loop import Outcome
-
-GPU_LOCK = threading.Lock()
 
 
 def _extra(flags: tuple[str, ...]) -> tuple[str, ...]:
@@ -26,14 +25,14 @@ def _extra(flags: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(f for f in flags if f != "-O3")
 
 
-POOL = WorkerPool()  # baseline and library workers, reused across evaluations (under GPU_LOCK)
+POOL = WorkerPool()  # baseline and library workers, reused across evaluations (per GPU)
 
 
 class GpuBackend:
-    def __init__(self, task: Task, variant: str, suite: str, device: DeviceFacts,
-                 code_dir: Path, lock: threading.Lock = GPU_LOCK) -> None:  # fmt: skip
-        self.task, self.variant, self.suite, self.device = task, variant, suite, device
-        self.code_dir, self.lock = code_dir, lock
+    def __init__(self, task: Task, variant: str, suite: str, gpus: GpuPool,
+                 devices: dict[str, DeviceFacts], code_dir: Path) -> None:  # fmt: skip
+        self.task, self.variant, self.suite = task, variant, suite
+        self.gpus, self.devices, self.code_dir = gpus, devices, code_dir
 
     def _write(self, source: str, name: str) -> Path:
         path = self.code_dir / f"{name}.cu"
@@ -46,13 +45,14 @@ class GpuBackend:
         impls = standard_impls(self.task, self.variant)
         if name != "baseline":
             impls.append(Impl(name, path, extra_flags=_extra(flags)))
-        with self.lock:
-            ev = Evaluator(self.task, self.variant, self.suite, self.device.arch, pool=POOL)
+        with self.gpus.lease() as gpu:
+            device = self.devices[gpu.uuid]
+            ev = Evaluator(self.task, self.variant, self.suite, device.arch, pool=POOL)
             report = ev.run(impls)
         label = "baseline" if name == "baseline" else name
         impl = report.impl(label)
         assert impl is not None
-        scored = score_impl(self.task, report, impl, self.device)
+        scored = score_impl(self.task, report, impl, device)
         lines = []
         lib = report.impl("library")
         for c in scored.cases:
@@ -74,9 +74,9 @@ class GpuBackend:
         if impl.verdict in ("crash", "runtime_error") and name != "baseline":
             # the debug agent gets compute-sanitizer's report on the case that failed
             failing = next((c.index for c in impl.cases if not c.ok), 0)
-            with self.lock:
+            with self.gpus.lease() as gpu:
                 cand = Impl(name, path, extra_flags=_extra(flags))
-                report = sanitize(self.task, self.variant, cand, self.device.arch,
+                report = sanitize(self.task, self.variant, cand, self.devices[gpu.uuid].arch,
                                   case_index=failing)  # fmt: skip
             detail += f"\ncompute-sanitizer memcheck on case {failing}:\n{report}"
         return Outcome(
@@ -93,9 +93,10 @@ class GpuBackend:
         path = self._write(source, name)
         impl = Impl(name, path, trusted=name == "baseline",
                     extra_flags=_extra(flags))  # fmt: skip
-        with self.lock:
-            rep = run_profile(self.task, self.variant, impl, self.device.arch,
-                              device_uuid=self.device.uuid)  # fmt: skip
+        with self.gpus.lease() as gpu:
+            device = self.devices[gpu.uuid]
+            rep = run_profile(self.task, self.variant, impl, device.arch,
+                              device_uuid=device.uuid)  # fmt: skip
         if not rep.result.ok:
             return f"(profile missing: {rep.result.error})"
         return rep.summaries[mode].text

@@ -1,7 +1,8 @@
 """Start, resume and summarise optimization runs over many tasks.
 
 LLM calls of different tasks run concurrently (a thread per task, up to --concurrency); GPU
-work is serialised by the backend's lock. The run's settings live in run.json (never a key).
+work runs one evaluation at a time per GPU (--gpus, a GpuPool). The run's settings live in
+run.json (never a key).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ def options_from(data: dict[str, Any]) -> LoopOptions:
 
 def start(run_dir: Path, ops: list[str], variants: list[str], model: str, base_url: str | None,
           suite: str, options: LoopOptions, concurrency: int,
-          progress: Callable[[str, TaskState], None] | None = None) -> dict[str, Any]:  # fmt: skip
+          progress: Callable[[str, TaskState], None] | None = None,
+          gpus: str | None = None) -> dict[str, Any]:  # fmt: skip
     if (run_dir / "run.json").exists():
         raise UserError(f"{run_dir} already holds a run: use `cudamaster resume {run_dir}`")
     for op in ops:
@@ -40,6 +42,7 @@ def start(run_dir: Path, ops: list[str], variants: list[str], model: str, base_u
     run = RunDir(run_dir)
     run.write_manifest({
         "model": model, "base_url": base_url, "suite": suite, "concurrency": concurrency,
+        "gpus": gpus,
         "tasks": [[op, v] for op in ops for v in variants], "options": asdict(options),
         "created": time.strftime("%Y-%m-%d %H:%M:%S"),
     })  # fmt: skip
@@ -53,14 +56,17 @@ def execute(run: RunDir, progress: Callable[[str, TaskState], None] | None = Non
     options = options_from(m["options"])
     provider = make_provider(m["model"], m.get("base_url"))
     if backend_factory is None:
-        from ..device import facts
+        from ..device import targets
+        from ..gpus import GpuPool
         from .gpu import GpuBackend
 
-        device = facts()
+        gpus, devices = targets(m.get("gpus"))
+        gpu_pool: GpuPool = GpuPool(gpus)
+        first = asdict(next(iter(devices.values())))  # what the planner is told about
 
         def backend_factory(task, variant):
             code = run.task_dir(task.name, variant) / "code"
-            return GpuBackend(task, variant, m["suite"], device, code), asdict(device)
+            return GpuBackend(task, variant, m["suite"], gpu_pool, devices, code), first
 
     def one(pair: list[str]) -> tuple[str, TaskState]:
         task = get_task(pair[0])

@@ -12,9 +12,12 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from ..gpus import pinned
 
 log = logging.getLogger(__name__)
 
@@ -23,11 +26,15 @@ SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
 
 
 def worker_env() -> dict[str, str]:
-    """The parent's environment without anything that looks like a secret."""
+    """The parent's environment without anything that looks like a secret; a thread pinned to
+    a GPU (cudamaster.gpus.pin) gets only that GPU."""
     env = {k: v for k, v in os.environ.items() if not SECRET.search(k)}
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
     env["PYTHONUNBUFFERED"] = "1"
+    gpu = pinned()
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu.uuid
     return env
 
 
@@ -138,10 +145,17 @@ class WorkerPool:
     process. Candidates never come from the pool: each gets a fresh process."""
 
     def __init__(self) -> None:
-        self._idle: dict[str, tuple[WorkerClient, dict]] = {}
+        self._idle: dict[tuple[str, str], tuple[WorkerClient, dict]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(label: str) -> tuple[str, str]:
+        gpu = pinned()  # a worker serves the GPU it was started on
+        return label, gpu.uuid if gpu else ""
 
     def take(self, label: str) -> tuple[WorkerClient, dict] | None:
-        entry = self._idle.pop(label, None)
+        with self._lock:
+            entry = self._idle.pop(self._key(label), None)
         if entry is None:
             return None
         if entry[0].alive:
@@ -150,12 +164,14 @@ class WorkerPool:
         return None
 
     def give(self, label: str, worker: WorkerClient, info: dict) -> None:
-        old = self._idle.pop(label, None)
+        with self._lock:
+            old = self._idle.pop(self._key(label), None)
+            self._idle[self._key(label)] = (worker, info)
         if old is not None:
             old[0].close()
-        self._idle[label] = (worker, info)
 
     def close(self) -> None:
-        for worker, _ in self._idle.values():
+        with self._lock:
+            idle, self._idle = list(self._idle.values()), {}
+        for worker, _ in idle:
             worker.close()
-        self._idle.clear()

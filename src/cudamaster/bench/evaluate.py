@@ -24,6 +24,7 @@ import numpy as np
 
 from ..dtypes import STORAGE, concrete
 from ..errors import UserError
+from ..gpus import pinned
 from ..tasks import Case, Task
 from .build import BuildError, BuildResult, build
 from .client import WorkerClient, WorkerDied, WorkerPool
@@ -94,6 +95,7 @@ class EvalReport:
     device: dict[str, Any]
     impls: list[ImplResult]
     wall_s: float = 0.0
+    gpu: dict[str, Any] | None = None  # the GPU this ran on, when pinned (cudamaster.gpus)
     # per case, where the coordinator's wall time went (seconds): inputs made and written,
     # first calls checked, waiting for the oracles, timed turns, hot timing and the re-check
     phases: list[dict[str, float]] = field(default_factory=list)
@@ -572,6 +574,7 @@ class Evaluator:
             device=self.device,
             impls=results,
             wall_s=time.monotonic() - t_start,
+            gpu=gpu.as_dict() if (gpu := pinned()) else None,
             phases=self.phases,
         )
 
