@@ -253,7 +253,7 @@ def bench_cmd(
     from .bench.client import WorkerPool
     from .bench.evaluate import Evaluator, standard_impls
     from .device import targets as device_targets
-    from .gpus import GpuPool
+    from .gpus import GpuLost, GpuPool
     from .report import report_json, score_impl, write_json
     from .tasks import discover, get_task
 
@@ -287,7 +287,12 @@ def bench_cmd(
             progress.update(bar, description=f"{task.name} {variant} {s}")
             ev = Evaluator(task, variant, s, device.arch, base_seed=seed, pool=pool,
                            progress=lambda m: progress.update(bar, description=m))  # fmt: skip
-            report = ev.run(standard_impls(task, variant))
+            try:
+                report = ev.run(standard_impls(task, variant))
+            except UserError as exc:  # this GPU's workers cannot start: the job goes elsewhere
+                if gpu.pinned and "no usable CUDA GPU" in str(exc):
+                    raise GpuLost(str(exc)) from None
+                raise
             return report, report_json(task, report, device)
 
         facts = {u: asdict(d) for u, d in devices.items()}

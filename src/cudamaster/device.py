@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +14,7 @@ from pathlib import Path
 from .bench.build import build, cache_dir, nvcc_version
 from .bench.client import worker_env
 from .errors import UserError
-from .gpus import Gpu, pin, select
+from .gpus import Gpu, nvidia_smi, pin, select
 
 log = logging.getLogger(__name__)
 PEAKS_SOURCE = Path(__file__).parent / "csrc" / "peaks.cu"
@@ -48,21 +47,9 @@ class DeviceFacts:
 def _smi(index: int = 0) -> dict[str, str]:
     if os.environ.get("CUDA_VISIBLE_DEVICES", "0").strip() in ("", "-1", "none", "NoDevFiles"):
         raise UserError("no GPU found: CUDA_VISIBLE_DEVICES hides every GPU")
-    if not shutil.which("nvidia-smi"):
-        raise UserError(
-            "no GPU found: nvidia-smi is not on PATH (this command needs an NVIDIA GPU)"
-        )
     fields = "name,uuid,driver_version,compute_cap,memory.total"
-    proc = subprocess.run(
-        ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits", "-i", str(index)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0 or not proc.stdout.strip():
-        msg = (proc.stderr or proc.stdout).strip().splitlines()
-        raise UserError(f"no GPU found: nvidia-smi says {msg[0] if msg else 'nothing'}")
-    name, uuid, driver, cc, mem = (x.strip() for x in proc.stdout.splitlines()[0].split(","))
+    lines = nvidia_smi(f"--query-gpu={fields}", "--format=csv,noheader,nounits", "-i", str(index))
+    name, uuid, driver, cc, mem = (x.strip() for x in lines[0].split(","))
     return {"name": name, "uuid": uuid, "driver": driver, "cc": cc.replace(".", ""), "mem": mem}
 
 

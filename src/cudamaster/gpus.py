@@ -64,23 +64,23 @@ def pin(gpu: Gpu | None) -> Iterator[Gpu | None]:
         _PINNED.reset(token)
 
 
-def list_gpus() -> list[Gpu]:
-    """Every GPU nvidia-smi sees, in its index order."""
+def nvidia_smi(*args: str) -> list[str]:
+    """nvidia-smi's output lines for a query, or a one-line UserError saying why there are none."""
     if not shutil.which("nvidia-smi"):
         raise UserError(
             "no GPU found: nvidia-smi is not on PATH (this command needs an NVIDIA GPU)"
         )
-    proc = subprocess.run(
-        ["nvidia-smi", "--query-gpu=index,uuid,name", "--format=csv,noheader"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, check=False)
     if proc.returncode != 0 or not proc.stdout.strip():
         msg = (proc.stderr or proc.stdout).strip().splitlines()
         raise UserError(f"no GPU found: nvidia-smi says {msg[0] if msg else 'nothing'}")
+    return proc.stdout.strip().splitlines()
+
+
+def list_gpus() -> list[Gpu]:
+    """Every GPU nvidia-smi sees, in its index order."""
     gpus = []
-    for line in proc.stdout.strip().splitlines():
+    for line in nvidia_smi("--query-gpu=index,uuid,name", "--format=csv,noheader"):
         index, uuid, name = (x.strip() for x in line.split(",", 2))
         gpus.append(Gpu(int(index), uuid, name))
     return gpus
