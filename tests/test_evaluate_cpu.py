@@ -118,8 +118,8 @@ def test_trusted_workers_are_reused_across_evaluations_candidates_never(fake_cud
             report = Evaluator(task, "fp32", "paper", "sm_90", policy=POLICY, cases=[0],
                                pool=pool).run(impls)  # fmt: skip
             assert [i.verdict for i in report.impls] == ["ok", "ok"]
-            assert set(pool._idle) == {"baseline"}  # the candidate's process is gone
-            pids.append(pool._idle["baseline"][0].proc.pid)
+            assert {label for label, _gpu in pool._idle} == {"baseline"}  # the candidate is gone
+            pids.append(pool._idle[("baseline", "")][0].proc.pid)
         assert pids[0] == pids[1]
     finally:
         pool.close()
