@@ -9,13 +9,13 @@ the output's dtype, and reported beside ours.
 from __future__ import annotations
 
 import math
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..dtypes import to_float64, to_storage
+from ..parallel import threads
 from ..tasks import PaperRule, Tolerance
 
 MAX_MISMATCHES = 5
@@ -133,10 +133,6 @@ def _judge(
     return _Part(failed, nan_count, max_err, max_ratio, paper_failed, mismatches)
 
 
-def _threads() -> int:
-    return max(1, min(os.cpu_count() or 1, 16))
-
-
 def compare(
     name: str,
     got: np.ndarray,
@@ -170,7 +166,7 @@ def compare(
     if len(starts) == 1:
         parts = [chunk(0)]
     else:
-        with ThreadPoolExecutor(min(_threads(), len(starts))) as pool:
+        with ThreadPoolExecutor(min(threads(), len(starts))) as pool:
             parts = list(pool.map(chunk, starts))  # in order: the first mismatches come first
     ratios = [p.max_ratio for p in parts if p.max_ratio is not None]
     failed = sum(p.failed for p in parts)
