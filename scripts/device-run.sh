@@ -3,7 +3,8 @@
 #   scripts/device-run.sh [PHASE...]
 # Each PHASE is a pytest -k expression over tests/gpu, run in order while time is left before
 # the deadline ($CUDAMASTER_DEADLINE_S seconds after the start, default 570); "none" runs none.
-# CUDAMASTER_BENCH_OPS=a,b limits the bench test to some operators (default: all).
+# CUDAMASTER_BENCH_OPS=a,b limits the bench test to some operators (default: all);
+# CUDAMASTER_BENCH_GPUS=all passes --gpus all to it.
 # Runs from the source tree (no install needed, no network needed); logs and JSON go to $OUT.
 set -uo pipefail
 start=$SECONDS

@@ -1,8 +1,8 @@
 """`cudamaster bench` on the GPU: every baseline and every library baseline passes against the
 float64 oracle on every case of both suites in both dtypes, and the results land as JSON.
 
-Set CUDAMASTER_BENCH_OPS=a,b to bench only some operators; CUDAMASTER_TEST_OUT keeps the JSON
-and the printed table."""
+Set CUDAMASTER_BENCH_OPS=a,b to bench only some operators, CUDAMASTER_BENCH_GPUS=all (or 0,2)
+to pass --gpus; CUDAMASTER_TEST_OUT keeps the JSON and the printed table."""
 
 import json
 import os
@@ -24,6 +24,8 @@ def test_bench_every_baseline_and_library_passes_every_case(record):
     ops = os.environ.get("CUDAMASTER_BENCH_OPS")
     cmd = [sys.executable, "-m", "cudamaster.cli", "-v", "bench", "--out", str(out)]
     cmd += ["--ops", ops] if ops else []
+    gpus = os.environ.get("CUDAMASTER_BENCH_GPUS")
+    cmd += ["--gpus", gpus] if gpus else []
     log = out_dir / "bench.log"  # the per-phase log, streamed, so a killed run still leaves it
     t0 = time.monotonic()
     with log.open("w") as err:
