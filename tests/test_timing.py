@@ -37,3 +37,10 @@ def test_fast_calls_get_longer_turns_within_bounds():
     assert POLICY.batch_for(0.0002) == 25  # 0.2 ms per call fills a 5 ms turn
     assert POLICY.batch_for(0.00025) == 21  # 20 would fill it, but turns have odd lengths
     assert POLICY.batch_for(0.0) == POLICY.max_batch
+
+
+def test_slow_calls_get_fewer_warmup_calls():
+    assert POLICY.warmup_for(1e-5) == POLICY.warmup  # microseconds: every warm-up call
+    assert POLICY.warmup_for(0.02) == 3
+    assert POLICY.warmup_for(0.03) == 2
+    assert POLICY.warmup_for(0.5) == 1  # half a second: one call warms it

@@ -33,6 +33,9 @@ def test_exact_and_reordered_sums_pass_real_errors_fail():
 def test_equal_infinities_pass():
     ref = np.array([np.inf, -np.inf, 1.0])
     assert compare("y", ref.copy(), ref, None, TOL, ABS, "f32").passed
+    exact = Tolerance(rtol=0.0)  # where 0 * inf leaves no bound at all
+    assert compare("y", ref.copy(), ref, None, exact, ABS, "f32").passed
+    assert not compare("y", -ref, ref, None, exact, ABS, "f32").passed
 
 
 def test_budget_matches_the_original_counts():
@@ -85,3 +88,51 @@ def test_chunked_judgement_matches_and_reads_storage(monkeypatch):
     assert [m.index for m in whole.mismatches] == [m.index for m in chunked.mismatches]
     assert chunked.failed == 3 and chunked.nan_count == 3
     assert [m.index for m in chunked.mismatches] == [[10], [500], [999]]
+
+
+def test_recheck_agrees_with_compare_on_random_outputs(monkeypatch):
+    """recheck passes exactly what compare passes, across tolerances, NaNs, infinities, budgets,
+    storage formats and chunk edges; a failure comes back as compare's full verdict."""
+    from cudamaster.bench import verify
+    from cudamaster.bench.verify import recheck
+    from cudamaster.dtypes import f32_to_bf16_bits
+
+    monkeypatch.setattr(verify, "RECHECK_CHUNK", 64)
+    rng = np.random.default_rng(7)
+    tolerances = [
+        Tolerance(rtol=0.0),  # exact
+        Tolerance(rtol=1e-6, atol=1e-7),
+        Tolerance(rtol=1e-3, mtol=1e-4, budget=0.01),
+    ]
+    for trial in range(60):
+        n = int(rng.integers(1, 2000))
+        ref = rng.uniform(-4, 4, n).astype(np.float32).astype(np.float64)
+        mag = np.abs(ref) + rng.uniform(0, 1, n)
+        got = ref.copy()
+        hits = rng.integers(0, n, int(rng.integers(0, 4)))
+        got[hits] += rng.choice([1e-9, 1e-5, 1.0, np.nan, np.inf], hits.size)
+        if trial % 5 == 0:
+            ref[:2], got[:2] = np.inf, np.inf  # equal infinities pass
+        tol = tolerances[trial % 3]
+        for stored, dtype, data in (
+            (False, "f32", got),
+            (True, "f32", got.astype(np.float32)),
+            (True, "bf16", f32_to_bf16_bits(got.astype(np.float32))),
+        ):
+            full = compare("y", data, ref, mag, tol, ABS, dtype, stored=stored)
+            quick = recheck("y", data, ref, mag, tol, dtype, stored=stored)
+            assert (quick is None) == full.passed, (trial, dtype, tol)
+            if quick is not None:
+                assert quick.failed == full.failed
+                assert [m.index for m in quick.mismatches] == [m.index for m in full.mismatches]
+
+
+def test_recheck_catches_a_single_wrong_element_in_a_large_output():
+    from cudamaster.bench.verify import recheck
+
+    ref = np.arange(1 << 20, dtype=np.float64)
+    got = ref.astype(np.float32)
+    assert recheck("y", got, ref, None, Tolerance(rtol=0.0), "f32", stored=True) is None
+    got[(1 << 20) - 3] = 0.0
+    bad = recheck("y", got, ref, None, Tolerance(rtol=0.0), "f32", stored=True)
+    assert bad is not None and bad.failed == 1 and bad.mismatches[0].index == [(1 << 20) - 3]

@@ -7,6 +7,8 @@ the cost stays O(L log B) for the large cases."""
 
 import numpy as np
 
+from cudamaster.parallel import over_rows
+
 CHUNK_ELEMENTS = 1 << 23  # float64 block elements transformed at once
 
 
@@ -25,10 +27,14 @@ def _correlate_valid(x: np.ndarray, ker: np.ndarray) -> np.ndarray:
     spectrum = np.conj(np.fft.rfft(ker, block))  # correlation = product with the conjugate
     out = np.empty(count * step)
     per = max(1, CHUNK_ELEMENTS // block)
-    for r0 in range(0, count, per):
-        part = np.fft.rfft(rows[r0 : r0 + per], axis=1) * spectrum
-        y = np.fft.irfft(part, n=block, axis=1)[:, :step]
-        out[r0 * step : r0 * step + y.size] = y.reshape(-1)
+
+    def chunks(first: int, last: int) -> None:  # chunks first..last-1 of per blocks each
+        for r0 in range(first * per, min(last * per, count), per):
+            part = np.fft.rfft(rows[r0 : r0 + per], axis=1) * spectrum
+            y = np.fft.irfft(part, n=block, axis=1)[:, :step]
+            out[r0 * step : r0 * step + y.size] = y.reshape(-1)
+
+    over_rows(0, -(-count // per), per * block, chunks)  # numpy's FFT releases the GIL
     return out[:n_out]
 
 

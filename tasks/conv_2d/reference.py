@@ -8,6 +8,8 @@ O(H W log) for the large cases."""
 
 import numpy as np
 
+from cudamaster.parallel import over_rows
+
 BAND_ELEMENTS = 1 << 22  # float64 input elements transformed at once
 
 
@@ -23,13 +25,17 @@ def _correlate_valid(x: np.ndarray, ker: np.ndarray) -> np.ndarray:
     padded_ker[:kh, :kw] = ker
     spectrum = np.conj(np.fft.rfft2(padded_ker))  # correlation = product with the conjugate
     out = np.empty((ho, wo))
-    for r0 in range(0, ho, step):
-        band = x[r0 : r0 + rows]
-        if band.shape[0] < rows:
-            band = np.vstack([band, np.zeros((rows - band.shape[0], w))])
-        y = np.fft.irfft2(np.fft.rfft2(band) * spectrum, s=(rows, w))
-        n = min(step, ho - r0)
-        out[r0 : r0 + n] = y[:n, :wo]
+
+    def bands(first: int, last: int) -> None:  # bands first..last-1, each on its own
+        for r0 in range(first * step, min(last * step, ho), step):
+            band = x[r0 : r0 + rows]
+            if band.shape[0] < rows:
+                band = np.vstack([band, np.zeros((rows - band.shape[0], w))])
+            y = np.fft.irfft2(np.fft.rfft2(band) * spectrum, s=(rows, w))
+            n = min(step, ho - r0)
+            out[r0 : r0 + n] = y[:n, :wo]
+
+    over_rows(0, -(-ho // step), rows * w, bands)  # numpy's FFT releases the GIL
     return out
 
 

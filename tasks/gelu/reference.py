@@ -9,6 +9,8 @@ import math
 
 import numpy as np
 
+from cudamaster.parallel import over_rows
+
 _CHUNK = 1 << 20
 
 
@@ -57,7 +59,11 @@ def _phi(x):
 def oracle(inputs, params, variant):
     x = np.asarray(inputs["input"], dtype=np.float64).reshape(-1)
     out = np.empty_like(x)
-    for start in range(0, x.size, _CHUNK):  # chunks bound the temporaries on large cases
-        part = x[start : start + _CHUNK]
-        out[start : start + _CHUNK] = part * _phi(part)
+
+    def chunks(first: int, last: int) -> None:  # chunks bound the temporaries on large cases
+        for start in range(first * _CHUNK, min(last * _CHUNK, x.size), _CHUNK):
+            part = x[start : start + _CHUNK]
+            out[start : start + _CHUNK] = part * _phi(part)
+
+    over_rows(0, -(-x.size // _CHUNK), _CHUNK, chunks)  # the same chunks, on all cores
     return {"output": out}

@@ -138,6 +138,22 @@ class CudaRuntime:
             self.lib.cudaMemcpy(array.ctypes.data, ptr, array.nbytes, MEMCPY_D2H),
         )
 
+    def register(self, array) -> bool:
+        """Page-lock a host array (a shared file mapping) so that copies into it run at full
+        speed; False where the runtime refuses (nothing is registered then)."""
+        fn = getattr(self.lib, "cudaHostRegister", None)
+        if fn is None or array.nbytes == 0:
+            return False
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]
+        if fn(array.ctypes.data, array.nbytes, 0) != 0:
+            self.lib.cudaGetLastError()  # not sticky: clear it, the copy works unpinned
+            return False
+        return True
+
+    def unregister(self, array) -> None:
+        self.lib.cudaHostUnregister.argtypes = [ctypes.c_void_p]
+        self.check("cudaHostUnregister", self.lib.cudaHostUnregister(array.ctypes.data))
+
     def copy_d2d_async(self, dst: int, src: int, nbytes: int) -> None:
         self.check(
             "cudaMemcpyAsync D2D", self.lib.cudaMemcpyAsync(dst, src, nbytes, MEMCPY_D2D, None)

@@ -32,7 +32,7 @@ from .comparer import comparer_library
 from .inputs import InputSet, case_seed, make_inputs
 from .symbols import SymbolReport, check_library, defines_symbol
 from .timing import TimingPolicy, TimingStats, exhausted, settled, summarize
-from .verify import CheckResult, compare
+from .verify import CheckResult, compare, recheck
 
 log = logging.getLogger(__name__)
 
@@ -210,33 +210,37 @@ class Evaluator:
             live.stop = True
 
     # -- checking ---------------------------------------------------------------------------
-    def _check(
-        self, out_dir: Path, inputs: InputSet, oracle: dict[str, Any], paper: bool = True
-    ) -> tuple[list[CheckResult], bool]:
-        checks = []
+    def _outputs(self, out_dir: Path, oracle: dict[str, Any]):
+        """Per output: its name, the stored output as the call left it, the oracle's value and
+        magnitude, and its dtype."""
         for name, expected in oracle.items():
             ref, mag = expected if isinstance(expected, tuple) else (expected, None)
             dtype = self.dtypes[name]
             got = np.memmap(out_dir / f"{name}.bin", dtype=STORAGE[dtype], mode="r")
-            tol = self.task.spec.tolerance[self.variant]
+            yield name, got, ref, mag, dtype
+
+    def _check(self, out_dir: Path, oracle: dict[str, Any]) -> tuple[list[CheckResult], bool]:
+        """The full verdict on every output, with the original benchmark's rule."""
+        checks = []
+        tol = self.task.spec.tolerance[self.variant]
+        for name, got, ref, mag, dtype in self._outputs(out_dir, oracle):
             try:
                 checks.append(
-                    compare(
-                        name,
-                        got,
-                        ref,
-                        mag,
-                        tol,
-                        self.task.spec.paper_rule,
-                        dtype,
-                        stored=True,
-                        paper=paper,
-                    )
+                    compare(name, got, ref, mag, tol, self.task.spec.paper_rule, dtype, True)
                 )
             except ValueError as exc:  # a task whose oracle and output shapes disagree
                 raise UserError(f"{self.task.name}: {exc}") from None
-            del got
         return checks, all(c.paper_rule_passed for c in checks)
+
+    def _recheck(self, out_dir: Path, oracle: dict[str, Any]) -> list[CheckResult]:
+        """The outputs judged again (after the first call passed): the failing ones."""
+        bad = []
+        tol = self.task.spec.tolerance[self.variant]
+        for name, got, ref, mag, dtype in self._outputs(out_dir, oracle):
+            failed = recheck(name, got, ref, mag, tol, dtype, stored=True)
+            if failed is not None:
+                bad.append(failed)
+        return bad
 
     def _oracle(self, inputs: InputSet) -> dict[str, Any]:
         values = inputs.values(self.dtypes)
@@ -302,10 +306,7 @@ class Evaluator:
             res = results[lv.impl.label]
             try:
                 assert lv.worker is not None
-                out = case_dir / f"out-{lv.impl.label}-first"
-                reply = lv.worker.request(
-                    self.call_timeout_s, cmd="run", set=CHECK_SET, out=str(out)
-                )
+                reply = lv.worker.request(self.call_timeout_s, cmd="run", set=CHECK_SET)
             except WorkerDied as exc:
                 self._fail(lv, res, exc.verdict, exc.detail)
                 continue
@@ -324,10 +325,7 @@ class Evaluator:
                     "written after the call returned (work not ordered with the default stream)"
                 )
                 continue
-            res.checks, res.paper_rule_passed = self._check(
-                out, sets[CHECK_SET], oracles[CHECK_SET]
-            )
-            shutil.rmtree(out, ignore_errors=True)
+            res.checks, res.paper_rule_passed = self._check(_out(case_dir, lv), oracles[CHECK_SET])
             bad = [c for c in res.checks if not c.passed]
             if bad:
                 res.verdict, res.detail = "wrong", "; ".join(c.summary() for c in bad)
@@ -348,16 +346,18 @@ class Evaluator:
         for lv in list(timed):
             try:
                 assert lv.worker is not None
+                first_s = (results[lv.impl.label].wall_ms_first_call or 0.0) / 1e3
+                warmup = pol.warmup_for(first_s)
                 t0 = time.monotonic()
                 lv.worker.request(
-                    self._batch_timeout(lv, pol.warmup),
+                    self._batch_timeout(lv, warmup),
                     cmd="time",
-                    n=pol.warmup,
+                    n=warmup,
                     mode="cold",
                     sets=list(TIMING_SETS),
                     start=0,
                 )
-                batch[lv.impl.label] = pol.batch_for((time.monotonic() - t0) / pol.warmup)
+                batch[lv.impl.label] = pol.batch_for((time.monotonic() - t0) / warmup)
             except WorkerDied as exc:
                 self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
                 timed.remove(lv)
@@ -375,7 +375,6 @@ class Evaluator:
             for lv in order:
                 label = lv.impl.label
                 first = label not in last_set
-                out = case_dir / f"out-{label}-timed"
                 t0 = time.monotonic()
                 try:
                     assert lv.worker is not None
@@ -386,7 +385,7 @@ class Evaluator:
                         mode="cold",
                         sets=list(TIMING_SETS),
                         start=turn,
-                        out=str(out) if first else None,
+                        save=first,
                     )
                 except WorkerDied as exc:
                     self._fail(lv, results[label], exc.verdict, exc.detail)
@@ -395,25 +394,25 @@ class Evaluator:
                 spent[label] += time.monotonic() - t0
                 times[label] += reply["times_ms"][1:]  # the first call after a switch is dropped
                 last_set[label] = reply["last_set"]
-                ok = not first or self._timed_output_ok(
-                    results[label], out, sets, oracles, reply["last_set"]
-                )
-                if not ok:
+                if first and not self._timed_output_ok(
+                    results[label], _out(case_dir, lv), oracles, last_set[label]
+                ):
                     timed.remove(lv)
             turn += 1
         for lv in list(timed):  # the final turn's last output, still in the worker's buffers
             label = lv.impl.label
             if len(times[label]) <= batch[label]:
                 continue  # one turn only: already checked
-            out = case_dir / f"out-{label}-final"
             try:
                 assert lv.worker is not None
-                lv.worker.request(self.call_timeout_s, cmd="save", out=str(out))
+                lv.worker.request(self.call_timeout_s, cmd="save")
             except WorkerDied as exc:
                 self._fail(lv, results[label], exc.verdict, exc.detail)
                 timed.remove(lv)
                 continue
-            if not self._timed_output_ok(results[label], out, sets, oracles, last_set[label]):
+            if not self._timed_output_ok(
+                results[label], _out(case_dir, lv), oracles, last_set[label]
+            ):
                 timed.remove(lv)
         for lv in timed:
             results[lv.impl.label].cold = summarize(times[lv.impl.label])
@@ -437,16 +436,11 @@ class Evaluator:
                     start=0,
                 )
                 res.hot = summarize(reply["times_ms"][1:])
-                out = case_dir / f"out-{lv.impl.label}-recheck"
-                reply = lv.worker.request(
-                    self.call_timeout_s, cmd="run", set=RECHECK_SET, out=str(out)
-                )
+                reply = lv.worker.request(self.call_timeout_s, cmd="run", set=RECHECK_SET)
             except WorkerDied as exc:
                 self._fail(lv, res, exc.verdict, exc.detail)
                 continue
-            checks, _ = self._check(out, sets[RECHECK_SET], oracles[RECHECK_SET], paper=False)
-            shutil.rmtree(out, ignore_errors=True)
-            bad = [c for c in checks if not c.passed]
+            bad = self._recheck(_out(case_dir, lv), oracles[RECHECK_SET])
             if reply["changed_inputs"]:
                 res.verdict = "inputs_mutated"
                 res.detail = "a later call changed input(s) " + ", ".join(reply["changed_inputs"])
@@ -487,9 +481,8 @@ class Evaluator:
 
         def setup(lv: _Live) -> None:
             assert lv.worker is not None
-            lv.worker.request(
-                120, cmd="setup", dir=str(case_dir), nsets=N_SETS, args=arg_bytes, scalars=scalars
-            )
+            lv.worker.request(120, cmd="setup", dir=str(case_dir), nsets=N_SETS, args=arg_bytes,
+                              scalars=scalars, out=str(_out(case_dir, lv)))  # fmt: skip
 
         loaded = []
         with ThreadPoolExecutor(max_workers=max(len(started), 1)) as pool:
@@ -508,14 +501,11 @@ class Evaluator:
         self,
         res: CaseResult,
         out: Path,
-        sets: list[InputSet],
         oracles: _Oracles,
         set_index: int,
     ) -> bool:
         """Check a timed call's output; on a mismatch the verdict is wrong_when_timed."""
-        checks, _ = self._check(out, sets[set_index], oracles[set_index], paper=False)
-        shutil.rmtree(out, ignore_errors=True)
-        bad = [c for c in checks if not c.passed]
+        bad = self._recheck(out, oracles[set_index])
         if bad:
             res.verdict = "wrong_when_timed"
             res.detail = "a timed call's output was wrong: " + "; ".join(c.summary() for c in bad)
@@ -629,6 +619,11 @@ class _Oracles:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _out(case_dir: Path, live: _Live) -> Path:
+    """Where an implementation's worker leaves the outputs it is asked to save, for this case."""
+    return case_dir / f"out-{live.impl.label}"
 
 
 def _label(params: dict[str, Any]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +18,8 @@ class TimingPolicy:
     median: 10 samples suffice at a 3% spread, a 10% spread (microsecond kernels, where launch
     jitter is a large fraction) needs about 90."""
 
-    warmup: int = 3
+    warmup: int = 3  # untimed calls before the first turn, at most; fewer for slow calls
+    warmup_s: float = 0.05  # ... enough of them to fill this
     batch: int = 5  # timed calls per turn (at least, odd); turns alternate between implementations
     turn_s: float = 0.005  # fast calls get longer turns, up to max_batch, to save round trips
     max_batch: int = 41
@@ -26,6 +28,10 @@ class TimingPolicy:
     target_error: float = 0.01  # estimated standard error of the median / median
     time_cap_s: float = 2.0  # per implementation and case
     hot_samples: int = 10
+
+    def warmup_for(self, seconds_per_call: float) -> int:
+        """Untimed calls before timing: one for a call of warmup_s or more, up to warmup."""
+        return max(1, min(self.warmup, math.ceil(self.warmup_s / max(seconds_per_call, 1e-9))))
 
     def batch_for(self, seconds_per_call: float) -> int:
         """Calls per turn for an implementation whose calls (with the harness's per-call work)

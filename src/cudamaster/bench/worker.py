@@ -2,7 +2,9 @@
 
 It loads one built library, holds the case's buffers on the GPU, and runs the calls the
 coordinator asks for: checked calls (poisoned outputs, zeroed accumulators, restored in-place
-inputs; outputs written to files; inputs compared afterwards) and timed batches. It judges
+inputs; inputs compared afterwards) and timed batches. Outputs are copied, when asked, into one
+file per output in the case's folder (memory-backed), mapped and page-locked once per case, so
+the coordinator reads them without another copy. It judges
 nothing: verdicts are the coordinator's. A crash, a CUDA error or a hang ends only this process.
 
 Protocol: one JSON object per line on stdin; one JSON reply per line on the original stdout,
@@ -48,6 +50,8 @@ class ArgBuffers:
     per_set: list[int] = field(default_factory=list)  # device copies of each input set
     pristine: list[int] = field(default_factory=list)  # untouched device copies (with a comparer)
     host: list[np.ndarray] = field(default_factory=list)  # host copies (without one)
+    out: np.ndarray | None = None  # the output file, mapped: where saved outputs land
+    pinned: bool = False  # out is page-locked
 
 
 class Worker:
@@ -111,10 +115,14 @@ class Worker:
         new = sorted(x for x in self.baseline_libs - before if VENDOR_LIBRARY_FILES.search(x))
         return {"ok": True, "loaded": new}
 
-    def setup(self, dir: str, nsets: int, args: list[dict], scalars: list[list[Any]]) -> dict:
+    def setup(
+        self, dir: str, nsets: int, args: list[dict], scalars: list[list[Any]], out: str
+    ) -> dict:
+        """Load the case's input sets from ``dir``/set*/ and map the output files under ``out``."""
         assert self.rt is not None
         self.release()
         base = Path(dir)
+        Path(out).mkdir(parents=True, exist_ok=True)
         for spec in args:
             if spec["role"] == "scalar":
                 continue
@@ -129,7 +137,7 @@ class Worker:
                     buf.per_set.append(ptr)
                     if self.count_diff is not None:  # straight from the (memory-backed) file
                         if size:
-                            self.rt.upload_array(ptr, np.memmap(path, dtype=np.uint8, mode="r"))
+                            self._upload_file(ptr, path)
                         buf.pristine.append(self.rt.malloc(buf.nbytes))
                         self.rt.copy_d2d_async(buf.pristine[-1], ptr, buf.nbytes)
                     else:
@@ -139,11 +147,28 @@ class Worker:
             if buf.role != "input":
                 buf.work = self.rt.malloc(buf.nbytes)
                 buf.snapshot = self.rt.malloc(buf.nbytes)
+                path = Path(out) / f"{buf.name}.bin"
+                if buf.nbytes:
+                    buf.out = np.memmap(path, dtype=np.uint8, mode="w+", shape=(buf.nbytes,))
+                    buf.pinned = self.rt.register(buf.out)
+                else:
+                    path.write_bytes(b"")
             self.args.append(buf)
         self.arg_specs = args
         self.scalars = scalars
         self.rt.synchronize()
         return {"ok": True}
+
+    def _upload_file(self, ptr: int, path: Path) -> None:
+        """Copy a (memory-backed) file to the device, page-locked for the copy where it can be."""
+        assert self.rt is not None
+        mapped = np.memmap(path, dtype=np.uint8, mode="r+")
+        pinned = self.rt.register(mapped)
+        try:
+            self.rt.upload_array(ptr, mapped)
+        finally:
+            if pinned:
+                self.rt.unregister(mapped)
 
     def _prepare(self, s: int) -> None:
         """Per-call state: restore in-place inputs, zero accumulators, poison outputs."""
@@ -168,17 +193,14 @@ class Worker:
                 out.append(b.per_set[s] if b.role == "input" else b.work)
         return out
 
-    def _write_outputs(self, out: str) -> None:
+    def _write_outputs(self) -> None:
         assert self.rt is not None
-        Path(out).mkdir(parents=True, exist_ok=True)
         for buf in self.args:
-            if buf.role != "input":
-                host = np.empty(buf.nbytes, dtype=np.uint8)
-                self.rt.download_into(host, buf.work)
-                host.tofile(Path(out) / f"{buf.name}.bin")
+            if buf.out is not None:
+                self.rt.download_into(buf.out, buf.work)
 
-    def run(self, set: int, out: str) -> dict:
-        """One checked call on input set ``set``; outputs are written under ``out``."""
+    def run(self, set: int) -> dict:
+        """One checked call on input set ``set``; its outputs land in the output files."""
         assert self.rt is not None
         self._prepare(set)
         self.rt.synchronize()
@@ -194,7 +216,7 @@ class Worker:
         self.rt.synchronize()
         wall_ms = (time.perf_counter() - t0) * 1e3
         self.rt.last_error()
-        self._write_outputs(out)
+        self._write_outputs()
         unordered = [b.name for b in self.args if b.role != "input" and not self._same(b)]
         changed = [
             b.name for b in self.args if b.role == "input" and not self._input_unchanged(b, set)
@@ -235,8 +257,9 @@ class Worker:
         self.rt.download_into(y, b)
         return bool(np.array_equal(x, y))
 
-    def time(self, n: int, mode: str, sets: list[int], start: int, out: str | None = None) -> dict:
-        """n timed calls rotating over input sets; cold mode flushes L2 before each."""
+    def time(self, n: int, mode: str, sets: list[int], start: int, save: bool = False) -> dict:
+        """n timed calls rotating over input sets; cold mode flushes L2 before each. With
+        ``save`` the last call's outputs land in the output files."""
         assert self.rt is not None
         rt, (ev0, ev1) = self.rt, self.events
         times = []
@@ -254,13 +277,13 @@ class Worker:
             rt.record(ev1)
             times.append(rt.elapsed_ms(ev0, ev1))
         rt.last_error()
-        if out:
-            self._write_outputs(out)
+        if save:
+            self._write_outputs()
         return {"ok": True, "times_ms": times, "last_set": s}
 
-    def save(self, out: str) -> dict:
-        """Write the outputs as the last call left them (the last timed call's, after time)."""
-        self._write_outputs(out)
+    def save(self) -> dict:
+        """Copy the outputs as the last call left them (the last timed call's, after time)."""
+        self._write_outputs()
         return {"ok": True}
 
     def profiled_call(self, set: int) -> dict:
@@ -282,6 +305,9 @@ class Worker:
                 for p in [*buf.per_set, *buf.pristine, buf.work, buf.snapshot]:
                     if p:
                         self.rt.free(p)
+                if buf.pinned:
+                    self.rt.unregister(buf.out)
+                buf.out = None  # unmapped once no reference is left
         self.args = []
         return {"ok": True}
 

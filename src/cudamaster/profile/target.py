@@ -23,8 +23,8 @@ def main(spec_path: str) -> int:
     if not loaded["ok"]:
         print(loaded["error"], file=sys.stderr)
         return 2
-    worker.setup(spec["dir"], spec["nsets"], spec["args"], spec["scalars"])
-    worker.run(set=0, out=spec["out"])  # warm-up: module load, handles, caches
+    worker.setup(spec["dir"], spec["nsets"], spec["args"], spec["scalars"], out=spec["out"])
+    worker.run(set=0)  # warm-up: module load, handles, caches
     worker.profiled_call(set=0)
     return 0
 
