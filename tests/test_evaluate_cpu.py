@@ -85,6 +85,18 @@ def test_unwritten_element_is_caught_by_the_poison(fake_cuda):
     assert "1/1024 elements wrong, 1 NaN" in wrong.detail
 
 
+def test_outputs_are_judged_the_same_where_they_cannot_be_page_locked(fake_cuda, monkeypatch):
+    monkeypatch.setenv("FAKE_CUDA_NO_PIN", "1")
+    _, report = run("vector_add_cpu_wrong", cases=(0,))
+    assert report.impl("baseline").verdict == "ok"
+    assert report.impl("vector_add_cpu_wrong").verdict == "wrong"
+    phases = report.phases[0]
+    assert (
+        phases["checks"] > 0
+        and phases["checks"] <= phases["first_calls"] + phases["finish"] + phases["timing"]
+    )
+
+
 def test_crash_and_hang_are_verdicts_and_the_others_still_evaluate(fake_cuda):
     _, report = run("crashes", "hangs", "vector_add_cpu_slow", timeout=3)
     assert report.impl("crashes").verdict == "crash"

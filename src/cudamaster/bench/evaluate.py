@@ -97,7 +97,8 @@ class EvalReport:
     wall_s: float = 0.0
     gpu: dict[str, Any] | None = None  # the GPU this ran on, when pinned (cudamaster.gpus)
     # per case, where the coordinator's wall time went (seconds): inputs made and written,
-    # first calls checked, waiting for the oracles, timed turns, hot timing and the re-check
+    # first calls checked, waiting for the oracles, timed turns, hot timing and the re-check;
+    # "checks" is the part of those spent judging outputs on the host
     phases: list[dict[str, float]] = field(default_factory=list)
 
     def impl(self, label: str) -> ImplResult | None:
@@ -158,6 +159,7 @@ class Evaluator:
         self.pool = pool
         self.device: dict[str, Any] = {}
         self.phases: list[dict[str, float]] = []
+        self._check_s = 0.0  # host time judging outputs, in the current case
         self.dtypes = {a.name: concrete(a.dtype, variant) for a in task.spec.args}
         self.arg_specs = [
             {"name": a.name, "role": a.role_for(variant), "dtype": self.dtypes[a.name]}
@@ -221,6 +223,7 @@ class Evaluator:
 
     def _check(self, out_dir: Path, oracle: dict[str, Any]) -> tuple[list[CheckResult], bool]:
         """The full verdict on every output, with the original benchmark's rule."""
+        t0 = time.monotonic()
         checks = []
         tol = self.task.spec.tolerance[self.variant]
         for name, got, ref, mag, dtype in self._outputs(out_dir, oracle):
@@ -230,16 +233,19 @@ class Evaluator:
                 )
             except ValueError as exc:  # a task whose oracle and output shapes disagree
                 raise UserError(f"{self.task.name}: {exc}") from None
+        self._check_s += time.monotonic() - t0
         return checks, all(c.paper_rule_passed for c in checks)
 
     def _recheck(self, out_dir: Path, oracle: dict[str, Any]) -> list[CheckResult]:
         """The outputs judged again (after the first call passed): the failing ones."""
+        t0 = time.monotonic()
         bad = []
         tol = self.task.spec.tolerance[self.variant]
         for name, got, ref, mag, dtype in self._outputs(out_dir, oracle):
             failed = recheck(name, got, ref, mag, tol, dtype, stored=True)
             if failed is not None:
                 bad.append(failed)
+        self._check_s += time.monotonic() - t0
         return bad
 
     def _oracle(self, inputs: InputSet) -> dict[str, Any]:
@@ -286,6 +292,7 @@ class Evaluator:
         if not active:
             return
         oracles = _Oracles(self._oracle, sets)
+        self._check_s = 0.0
         mark = _Phases(case.index, t_case)
         mark("inputs")
         log.info(
@@ -458,6 +465,7 @@ class Evaluator:
         oracles.close()
         shutil.rmtree(case_dir, ignore_errors=True)
         mark("finish")
+        mark.times["checks"] = round(self._check_s, 4)
         self.phases.append(mark.times)
 
     def _setup_all(
@@ -481,8 +489,12 @@ class Evaluator:
 
         def setup(lv: _Live) -> None:
             assert lv.worker is not None
-            lv.worker.request(120, cmd="setup", dir=str(case_dir), nsets=N_SETS, args=arg_bytes,
-                              scalars=scalars, out=str(_out(case_dir, lv)))  # fmt: skip
+            reply = lv.worker.request(120, cmd="setup", dir=str(case_dir), nsets=N_SETS,
+                                      args=arg_bytes, scalars=scalars,
+                                      out=str(_out(case_dir, lv)))  # fmt: skip
+            if reply.get("unpinned_outputs"):  # correct, only slower: say so in the log
+                log.warning("%s: outputs %s could not be page-locked; copies run unpinned",
+                            lv.impl.label, ", ".join(reply["unpinned_outputs"]))  # fmt: skip
 
         loaded = []
         with ThreadPoolExecutor(max_workers=max(len(started), 1)) as pool:

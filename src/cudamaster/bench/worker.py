@@ -157,7 +157,8 @@ class Worker:
         self.arg_specs = args
         self.scalars = scalars
         self.rt.synchronize()
-        return {"ok": True}
+        unpinned = [b.name for b in self.args if b.out is not None and not b.pinned]
+        return {"ok": True, "unpinned_outputs": unpinned}
 
     def _upload_file(self, ptr: int, path: Path) -> None:
         """Copy a (memory-backed) file to the device, page-locked for the copy where it can be."""

@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""One line per (operator, dtype, suite) of `cudamaster bench` JSON files, as markdown:
+verdicts, the library's P and geometric-mean speedup over the baseline, the largest case's
+baseline and library times, and the median over cases of the faster one's speed-of-light
+fraction. Usage: scripts/bench-summary.py BENCH.json [MORE.json ...]"""
+
+import json
+import statistics
+import sys
+
+
+def rows(path: str):
+    for result in json.load(open(path))["results"]:
+        report, scores = result["report"], {s["label"]: s for s in result["scores"]}
+        base, lib = scores.get("baseline"), scores.get("library")
+        last = base["cases"][-1] if base and base["cases"] else None
+        lib_last = lib["cases"][-1] if lib and lib["cases"] else None
+        sol = []
+        for i, case in enumerate(base["cases"] if base else []):
+            pair = [case] + ([lib["cases"][i]] if lib else [])
+            timed = [c for c in pair if c.get("time_ms")]
+            if timed:
+                sol.append(min(timed, key=lambda c: c["time_ms"])["sol_fraction"] or 0.0)
+        yield (
+            report["task"], report["variant"], report["suite"], len(report["phases"]),
+            base["verdict"] if base else "-", lib["verdict"] if lib else "n/a",
+            f"{lib['score']:.3g}" if lib and lib["score"] else "-",
+            f"{lib['geomean']:.3g}" if lib and lib["geomean"] else "-",
+            f"{last['time_ms']:.4g}" if last and last.get("time_ms") else "-",
+            f"{lib_last['time_ms']:.4g}" if lib_last and lib_last.get("time_ms") else "-",
+            f"{statistics.median(sol):.1%}" if sol else "-",
+            f"{report['wall_s']:.1f}",
+        )  # fmt: skip
+
+
+def main() -> None:
+    head = ("op", "dtype", "suite", "cases", "baseline", "library", "lib P", "lib geomean",
+            "base ms (last case)", "lib ms (last case)", "SOL of faster (median)", "wall s")  # fmt: skip
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for path in sys.argv[1:]:
+        for row in rows(path):
+            print("| " + " | ".join(str(x) for x in row) + " |")
+
+
+if __name__ == "__main__":
+    main()
