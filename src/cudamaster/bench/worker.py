@@ -4,8 +4,8 @@ It loads one built library, holds the case's buffers on the GPU, and runs the ca
 coordinator asks for: checked calls (poisoned outputs, zeroed accumulators, restored in-place
 inputs; inputs compared afterwards) and timed batches. Outputs are copied, when asked, into one
 file per output in the case's folder (memory-backed), mapped and page-locked once per case, so
-the coordinator reads them without another copy. It judges
-nothing: verdicts are the coordinator's. A crash, a CUDA error or a hang ends only this process.
+the coordinator reads them without another copy. It judges nothing: verdicts are the
+coordinator's. A crash, a CUDA error or a hang ends only this process.
 
 Protocol: one JSON object per line on stdin; one JSON reply per line on the original stdout,
 which is moved to a private descriptor so that anything the implementation prints goes to stderr.
