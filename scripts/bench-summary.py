@@ -10,7 +10,9 @@ import sys
 
 
 def rows(path: str):
-    for result in json.load(open(path))["results"]:
+    with open(path) as f:
+        results = json.load(f)["results"]
+    for result in results:
         report, scores = result["report"], {s["label"]: s for s in result["scores"]}
         base, lib = scores.get("baseline"), scores.get("library")
         last = base["cases"][-1] if base and base["cases"] else None
@@ -35,7 +37,8 @@ def rows(path: str):
 
 def main() -> None:
     head = ("op", "dtype", "suite", "cases", "baseline", "library", "lib P", "lib geomean",
-            "base ms (last case)", "lib ms (last case)", "SOL of faster (median)", "wall s")  # fmt: skip
+            "base ms (last case)", "lib ms (last case)", "SOL of faster (median)",
+            "wall s")  # fmt: skip
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for path in sys.argv[1:]:
