@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..dtypes import to_float64, to_storage
-from ..parallel import threads
+from ..parallel import over_rows, threads
 from ..tasks import PaperRule, Tolerance
 
 MAX_MISMATCHES = 5
@@ -137,6 +137,18 @@ def _judge(
     return _Part(failed, nan_count, max_err, max_ratio, paper_failed, mismatches)
 
 
+def _flat(
+    name: str, got: np.ndarray, ref: np.ndarray, mag: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The output, oracle and magnitude as flat arrays; ValueError when their sizes differ."""
+    got = np.asarray(got).reshape(-1)
+    ref = np.asarray(ref).reshape(-1)
+    mag = None if mag is None else np.asarray(mag).reshape(-1)
+    if got.size != ref.size:
+        raise ValueError(f"{name}: output has {got.size} elements, oracle {ref.size}")
+    return got, ref, mag
+
+
 def compare(
     name: str,
     got: np.ndarray,
@@ -152,11 +164,7 @@ def compare(
     ``stored`` the output's storage array (bf16 bits, float32, int32), converted chunk by chunk.
     Chunks are judged on all cores (numpy releases the GIL). With ``paper=False`` the original
     benchmark's rule is not evaluated (``paper_rule_passed`` is then True); nor without a rule."""
-    got = np.asarray(got).reshape(-1)
-    ref = np.asarray(ref).reshape(-1)
-    mag = None if mag is None else np.asarray(mag).reshape(-1)
-    if got.size != ref.size:
-        raise ValueError(f"{name}: output has {got.size} elements, oracle {ref.size}")
+    got, ref, mag = _flat(name, got, ref, mag)
     n = ref.size
     paper = paper and rule is not None
 
@@ -224,14 +232,12 @@ def recheck(
     (without the original benchmark's rule). The elements outside the tolerance are counted in
     a few in-cache passes; only a count over the budget goes to compare(), so the verdict is
     always compare()'s."""
-    got = np.asarray(got).reshape(-1)
-    ref = np.asarray(ref).reshape(-1)
-    mag = None if mag is None else np.asarray(mag).reshape(-1)
-    if got.size != ref.size:
-        raise ValueError(f"{name}: output has {got.size} elements, oracle {ref.size}")
+    got, ref, mag = _flat(name, got, ref, mag)
     n = ref.size
 
-    def block(lo: int, hi: int) -> int:
+    counts: dict[int, int] = {}  # elements outside the tolerance, per block of rows
+
+    def block(lo: int, hi: int) -> None:
         count = 0
         for a in range(lo, hi, RECHECK_CHUNK):
             b = min(a + RECHECK_CHUNK, hi)
@@ -241,16 +247,10 @@ def recheck(
             r = np.asarray(ref[a:b], dtype=np.float64)
             scale = None if mag is None else np.asarray(mag[a:b], dtype=np.float64)
             count += _count_outside(g, r, scale, tol)
-        return count
+        counts[lo] = count
 
-    blocks = max(1, min(threads() * 4, n // RECHECK_CHUNK))
-    edges = [n * i // blocks for i in range(blocks + 1)]
-    if blocks == 1:
-        outside = block(0, n)
-    else:
-        with ThreadPoolExecutor(min(threads(), blocks)) as pool:
-            outside = sum(pool.map(lambda i: block(edges[i], edges[i + 1]), range(blocks)))
-    if outside <= allowed_failures(tol.budget, n):
+    over_rows(0, n, 1, block)  # on all cores
+    if sum(counts.values()) <= allowed_failures(tol.budget, n):
         return None
     full = compare(name, got, ref, mag, tol, None, dtype, stored)
     return None if full.passed else full
