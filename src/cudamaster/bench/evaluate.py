@@ -3,9 +3,9 @@
 Every implementation runs in its own worker process. Per case: seeded input sets are made and
 the float64 oracle computed once; each implementation's first call is checked; those that pass
 are timed together, turn by turn, until every one's median is known, so that clock drift cancels
-in their ratios; the outputs of the last call of the first and of the final timed turn are
-checked too (an implementation that caches, or leaves work running past the call, differs
-there); finally a fresh input set is checked again.
+in their ratios; the output of the final timed turn's last call, on the input set that the
+first call did not use, is checked too (an implementation that caches, or leaves work running
+past the call, differs there); finally a fresh input set is checked again.
 """
 
 from __future__ import annotations
@@ -97,8 +97,9 @@ class EvalReport:
     wall_s: float = 0.0
     gpu: dict[str, Any] | None = None  # the GPU this ran on, when pinned (cudamaster.gpus)
     # per case, where the coordinator's wall time went (seconds): inputs made and written,
-    # first calls checked, waiting for the oracles, timed turns, hot timing and the re-check;
-    # "checks" is the part of those spent judging outputs on the host
+    # input sets loaded by the workers, first calls checked, waiting for the oracles, timed
+    # turns, hot timing and the re-check; "checks" is the part of those spent judging outputs
+    # on the host, "oracles" the longest oracle (they run at once, behind the first calls)
     phases: list[dict[str, float]] = field(default_factory=list)
 
     def impl(self, label: str) -> ImplResult | None:
@@ -308,6 +309,7 @@ class Evaluator:
         # 1. the input sets loaded by every worker at once (no implementation code runs), then
         # a checked first call, one implementation at a time
         loaded = self._setup_all(active, results, case_dir, arg_bytes, scalars)
+        mark("setup")
         timed: list[_Live] = []
         for lv in loaded:
             res = results[lv.impl.label]
@@ -368,7 +370,6 @@ class Evaluator:
             except WorkerDied as exc:
                 self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
                 timed.remove(lv)
-        last_set: dict[str, int] = {}
         while timed:
             if all(settled(times[lv.impl.label], spent[lv.impl.label], pol) for lv in timed):
                 break
@@ -381,18 +382,18 @@ class Evaluator:
             order = pending[turn % len(pending) :] + pending[: turn % len(pending)]
             for lv in order:
                 label = lv.impl.label
-                first = label not in last_set
                 t0 = time.monotonic()
                 try:
                     assert lv.worker is not None
+                    # an even number of calls from the first set: every turn ends on the set
+                    # that the checked first call did not use
                     reply = lv.worker.request(
                         self._batch_timeout(lv, batch[label] + 1),
                         cmd="time",
                         n=batch[label] + 1,
                         mode="cold",
                         sets=list(TIMING_SETS),
-                        start=turn,
-                        save=first,
+                        start=0,
                     )
                 except WorkerDied as exc:
                     self._fail(lv, results[label], exc.verdict, exc.detail)
@@ -400,16 +401,9 @@ class Evaluator:
                     continue
                 spent[label] += time.monotonic() - t0
                 times[label] += reply["times_ms"][1:]  # the first call after a switch is dropped
-                last_set[label] = reply["last_set"]
-                if first and not self._timed_output_ok(
-                    results[label], _out(case_dir, lv), oracles, last_set[label]
-                ):
-                    timed.remove(lv)
             turn += 1
         for lv in list(timed):  # the final turn's last output, still in the worker's buffers
             label = lv.impl.label
-            if len(times[label]) <= batch[label]:
-                continue  # one turn only: already checked
             try:
                 assert lv.worker is not None
                 lv.worker.request(self.call_timeout_s, cmd="save")
@@ -418,7 +412,7 @@ class Evaluator:
                 timed.remove(lv)
                 continue
             if not self._timed_output_ok(
-                results[label], _out(case_dir, lv), oracles, last_set[label]
+                results[label], _out(case_dir, lv), oracles, TIMING_SETS[-1]
             ):
                 timed.remove(lv)
         for lv in timed:
@@ -466,6 +460,7 @@ class Evaluator:
         shutil.rmtree(case_dir, ignore_errors=True)
         mark("finish")
         mark.times["checks"] = round(self._check_s, 4)
+        mark.times["oracles"] = round(max(oracles.seconds.values(), default=0.0), 4)
         self.phases.append(mark.times)
 
     def _setup_all(
@@ -609,16 +604,17 @@ class _Oracles:
     """
 
     def __init__(self, compute: Callable[[InputSet], dict[str, Any]], sets: list[InputSet]):
+        self.seconds: dict[int, float] = {}  # each finished oracle's compute time
         self._pool = ThreadPoolExecutor(max_workers=max(1, len(sets)))
         self._futures = {
             i: self._pool.submit(self._timed, compute, s, i) for i, s in enumerate(sets)
         }
 
-    @staticmethod
-    def _timed(compute: Callable[[InputSet], dict[str, Any]], s: InputSet, i: int):
+    def _timed(self, compute: Callable[[InputSet], dict[str, Any]], s: InputSet, i: int):
         t0 = time.monotonic()
         out = compute(s)
-        log.info("oracle of set %d in %.1f s", i, time.monotonic() - t0)
+        self.seconds[i] = time.monotonic() - t0
+        log.info("oracle of set %d in %.1f s", i, self.seconds[i])
         return out
 
     def __getitem__(self, index: int) -> dict[str, Any]:

@@ -15,8 +15,8 @@ class TimingPolicy:
     The median's standard error is estimated from the spread: for near-normal samples the IQR
     is 1.35 sigma and the median's standard error 1.25 sigma / sqrt(n), so it is about
     0.93 * IQR / sqrt(n). Repetition stops when that is at most ``target_error`` of the
-    median: 10 samples suffice at a 3% spread, a 10% spread (microsecond kernels, where launch
-    jitter is a large fraction) needs about 90."""
+    median: 10 samples suffice at a 1.7% spread, a 5% spread (microsecond kernels, where launch
+    jitter is a large fraction) needs about 90 and a 10% spread about 350."""
 
     warmup: int = 3  # untimed calls before the first turn, at most; fewer for slow calls
     warmup_s: float = 0.05  # ... enough of them to fill this
@@ -24,8 +24,8 @@ class TimingPolicy:
     turn_s: float = 0.005  # fast calls get longer turns, up to max_batch, to save round trips
     max_batch: int = 41
     min_samples: int = 10
-    max_samples: int = 200
-    target_error: float = 0.01  # estimated standard error of the median / median
+    max_samples: int = 400
+    target_error: float = 0.005  # estimated standard error of the median / median
     time_cap_s: float = 2.0  # per implementation and case
     hot_samples: int = 10
 
@@ -36,8 +36,9 @@ class TimingPolicy:
     def batch_for(self, seconds_per_call: float) -> int:
         """Calls per turn for an implementation whose calls (with the harness's per-call work)
         take about seconds_per_call: enough to fill turn_s, between batch and max_batch, and
-        odd: a turn makes batch + 1 calls alternating over the two timing sets, so the first
-        turn's last call, whose output is checked, is on the set the first call was not."""
+        odd: a turn makes batch + 1 calls alternating over the two timing sets from the first,
+        so that every turn's last call (the final one's output is checked) is on the set that
+        the checked first call did not use."""
         fill = int(self.turn_s / max(seconds_per_call, 1e-6))
         n = max(self.batch, min(self.max_batch, fill))
         return n if n % 2 else n + 1

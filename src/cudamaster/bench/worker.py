@@ -258,29 +258,37 @@ class Worker:
         self.rt.download_into(y, b)
         return bool(np.array_equal(x, y))
 
-    def time(self, n: int, mode: str, sets: list[int], start: int, save: bool = False) -> dict:
-        """n timed calls rotating over input sets; cold mode flushes L2 before each. With
-        ``save`` the last call's outputs land in the output files."""
+    def time(self, n: int, mode: str, sets: list[int], start: int) -> dict:
+        """n timed calls rotating over input sets; cold mode flushes L2 before each."""
         assert self.rt is not None
-        rt, (ev0, ev1) = self.rt, self.events
+        rt, (ev0, ev1), fn = self.rt, self.events, self.fn
+        record, device_sync = rt.lib.cudaEventRecord, rt.lib.cudaDeviceSynchronize
+        converted = {s: self._ctypes_args(s) for s in set(sets)}
         times = []
         s = sets[start % len(sets)]
         for i in range(n):
             s = sets[(start + i) % len(sets)]
-            args = self._call_args(s)
             self._prepare(s)
             if mode == "cold":
                 rt.memset_async(self.flush_ptr, i & 0xFF, self.flush_bytes)
             rt.synchronize()
-            rt.record(ev0)
-            self.fn(*args)
-            rt.synchronize()
-            rt.record(ev1)
+            args = converted[s]
+            # the timed region holds the calls and nothing else; their codes are checked after
+            began = record(ev0, None)
+            fn(*args)
+            synced = device_sync()
+            ended = record(ev1, None)
+            rt.check("cudaEventRecord", began)
+            rt.check("cudaDeviceSynchronize", synced)
+            rt.check("cudaEventRecord", ended)
             times.append(rt.elapsed_ms(ev0, ev1))
         rt.last_error()
-        if save:
-            self._write_outputs()
         return {"ok": True, "times_ms": times, "last_set": s}
+
+    def _ctypes_args(self, s: int) -> tuple[Any, ...]:
+        """The call's arguments on input set ``s``, converted to their C types once."""
+        assert self.fn is not None
+        return tuple(t(v) for t, v in zip(self.fn.argtypes, self._call_args(s), strict=True))
 
     def save(self) -> dict:
         """Copy the outputs as the last call left them (the last timed call's, after time)."""
