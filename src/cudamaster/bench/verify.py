@@ -4,8 +4,9 @@ Our rule: an element passes iff |got - ref| <= atol + rtol*|ref| + mtol*mag, wri
 NaN fails; a budget allows a fraction of failing elements (default none). The original
 benchmark's rule (absolute or relative, strict) is evaluated too, against the oracle rounded to
 the output's dtype, and reported beside ours. ``compare`` gives the full verdict with error
-statistics; ``recheck`` is the same rule, an order of magnitude cheaper, for outputs judged again
-(after timing, on a fresh input set) where only a failure needs explaining.
+statistics, through the compiled one-pass judge (cudamaster.bench.judge) where it is built and
+through the numpy formulation here otherwise; ``recheck`` is the same rule for outputs judged
+again (after timing, on a fresh input set), where only a failure needs explaining.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..dtypes import to_float64, to_storage
-from ..parallel import over_rows, threads
+from ..parallel import threads
 from ..tasks import PaperRule, Tolerance
+from . import judge
 
 MAX_MISMATCHES = 5
 
@@ -137,6 +139,25 @@ def _judge(
     return _Part(failed, nan_count, max_err, max_ratio, paper_failed, mismatches)
 
 
+def _mismatch(
+    i: int,
+    got: np.ndarray,
+    ref: np.ndarray,
+    mag: np.ndarray | None,
+    tol: Tolerance,
+    dtype: str,
+    stored: bool,
+) -> Mismatch:
+    """Element i's failure, with its bound computed as _judge computes it."""
+    r = float(ref[i])
+    bound = tol.rtol * abs(r)
+    bound += tol.atol
+    if tol.mtol:
+        bound += tol.mtol * (abs(r) if mag is None else float(mag[i]))
+    g = float(to_float64(got[i : i + 1], dtype)[0]) if stored else float(got[i])
+    return Mismatch([i], r, g, bound)
+
+
 def _flat(
     name: str, got: np.ndarray, ref: np.ndarray, mag: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -167,6 +188,25 @@ def compare(
     got, ref, mag = _flat(name, got, ref, mag)
     n = ref.size
     paper = paper and rule is not None
+    compiled = judge.available()
+    paper_rule = (rule.kind, rule.tol) if paper and rule is not None else (None, 0.0)
+    if compiled:
+        got = np.ascontiguousarray(got) if stored else np.ascontiguousarray(got, np.float64)
+        ref = np.ascontiguousarray(ref, dtype=np.float64)
+        mag = None if mag is None else np.ascontiguousarray(mag, dtype=np.float64)
+
+    def compiled_chunk(lo: int) -> _Part:
+        hi = min(lo + CHUNK, n)
+        part = judge.judge_range(got, dtype if stored else "f64", dtype, ref, mag, lo, hi,
+                                 (tol.rtol, tol.atol, tol.mtol), paper_rule)  # fmt: skip
+        found = [int(i) for i in part.mismatches[: part.n_mismatches]]
+        if part.has_ratio:
+            ratio: float | None = part.max_ratio
+        else:
+            ratio = 0.0 if part.err_defined else None
+        return _Part(int(part.failed), int(part.nan_count), float(part.max_err), ratio,
+                     int(part.paper_failed), [_mismatch(i, got, ref, mag, tol, dtype, stored)
+                                              for i in found])  # fmt: skip
 
     def chunk(lo: int) -> _Part:
         hi = min(lo + CHUNK, n)
@@ -175,12 +215,13 @@ def compare(
         scale = None if mag is None else np.asarray(mag[lo:hi], dtype=np.float64)
         return _judge(g, r, scale, lo, tol, rule if paper else None, dtype)
 
+    judge_chunk = compiled_chunk if compiled else chunk
     starts = range(0, max(n, 1), CHUNK)
     if len(starts) == 1:
-        parts = [chunk(0)]
+        parts = [judge_chunk(0)]
     else:
         with ThreadPoolExecutor(min(threads(), len(starts))) as pool:
-            parts = list(pool.map(chunk, starts))  # in order: the first mismatches come first
+            parts = list(pool.map(judge_chunk, starts))  # in order: first mismatches first
     ratios = [p.max_ratio for p in parts if p.max_ratio is not None]
     failed = sum(p.failed for p in parts)
     allowed = allowed_failures(tol.budget, n)
@@ -199,26 +240,6 @@ def compare(
     )
 
 
-RECHECK_CHUNK = 1 << 16  # elements per step of a re-check: its few passes stay in cache
-
-
-def _count_outside(g: np.ndarray, r: np.ndarray, scale: np.ndarray | None, tol: Tolerance) -> int:
-    """Elements of one chunk outside the tolerance, computed as _judge computes them except that
-    equal infinities may count: an upper bound on _judge's count, equal to it without
-    infinities."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        if not (tol.atol or tol.rtol or tol.mtol):  # exact: NaN != NaN counts, -0.0 == 0.0
-            return int(np.count_nonzero(g != r))
-        abs_r = np.abs(r)
-        bound = tol.rtol * abs_r
-        bound += tol.atol
-        if tol.mtol:
-            bound += tol.mtol * (abs_r if scale is None else scale)
-        np.subtract(g, r, out=g)
-        np.abs(g, out=g)
-        return int(g.size - np.count_nonzero(g <= bound))
-
-
 def recheck(
     name: str,
     got: np.ndarray,
@@ -228,29 +249,7 @@ def recheck(
     dtype: str,
     stored: bool = False,
 ) -> CheckResult | None:
-    """Judge an output again by our rule: None when it passes, else compare()'s full verdict
-    (without the original benchmark's rule). The elements outside the tolerance are counted in
-    a few in-cache passes; only a count over the budget goes to compare(), so the verdict is
-    always compare()'s."""
-    got, ref, mag = _flat(name, got, ref, mag)
-    n = ref.size
-
-    counts: dict[int, int] = {}  # elements outside the tolerance, per block of rows
-
-    def block(lo: int, hi: int) -> None:
-        count = 0
-        for a in range(lo, hi, RECHECK_CHUNK):
-            b = min(a + RECHECK_CHUNK, hi)
-            g = to_float64(got[a:b], dtype) if stored else got[a:b]
-            if g.dtype != np.float64 or not g.flags.owndata:  # a private float64 copy
-                g = g.astype(np.float64)
-            r = np.asarray(ref[a:b], dtype=np.float64)
-            scale = None if mag is None else np.asarray(mag[a:b], dtype=np.float64)
-            count += _count_outside(g, r, scale, tol)
-        counts[lo] = count
-
-    over_rows(0, n, 1, block)  # on all cores
-    if sum(counts.values()) <= allowed_failures(tol.budget, n):
-        return None
+    """Judge an output again by our rule (after the first call passed): None when it passes,
+    else compare()'s full verdict, without the original benchmark's rule."""
     full = compare(name, got, ref, mag, tol, None, dtype, stored)
     return None if full.passed else full
