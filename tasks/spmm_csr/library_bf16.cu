@@ -1,10 +1,12 @@
-// Library baseline: cuSPARSE generic SpMM on CSR with bf16 A, X and Y and CUDA_R_32F compute
+// Library baseline: cuSPARSE generic SpMM on CSR with bf16 A and X and CUDA_R_32F compute
 // (CUSPARSE_SPMM_ALG_DEFAULT: cuSPARSE documents that mixed precision selects its CSR_ALG3),
-// row-major X and Y (CUSPARSE_ORDER_ROW), Y = 1*A*X + 0*Y, one rounding per output at the store.
-// The signature carries neither nnz nor the column count: a small kernel reads nnz =
-// row_offsets[rows] and the largest column index on the device, and both come back in one 8-byte
-// copy per call (X is declared with max column + 1 rows, all that the product reads). Handle,
-// scratch and work buffer are cached; the descriptors wrap the caller's pointers, made per call.
+// row-major X and Y (CUSPARSE_ORDER_ROW), into a cached fp32 scratch of rows*K (beta = 0), then
+// one rounding per output into the bf16 Y (an overwrite, round-to-nearest-even), as the baseline
+// does: with a bf16 Y, cuSPARSE rounds partial results to bf16 (the GPU run found ~16% of the
+// outputs one bf16 ulp off). The signature carries neither nnz nor the column count: a small
+// kernel reads nnz = row_offsets[rows] and the largest column index on the device, and both come
+// back in one 8-byte copy per call (X is declared with max column + 1 rows, all that the product
+// reads). Handle, scratch and work buffer are cached; descriptors are made per call.
 #include <cstdio>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -23,15 +25,25 @@ static cusparseHandle_t handle() {
     return h;
 }
 
+static void* grow(void** p, size_t* have, size_t bytes) {
+    if (bytes > *have) {
+        if (*p) cudaFree(*p);
+        cudaMalloc(p, bytes);
+        *have = bytes;
+    }
+    return *p;
+}
+
 static void* workspace(size_t bytes) {
     static void* p = nullptr;
     static size_t have = 0;
-    if (bytes > have) {
-        if (p) cudaFree(p);
-        cudaMalloc(&p, bytes);
-        have = bytes;
-    }
-    return p;
+    return grow(&p, &have, bytes);
+}
+
+static float* scratch(size_t count) {
+    static void* p = nullptr;
+    static size_t have = 0;
+    return (float*)grow(&p, &have, count * sizeof(float));
 }
 
 static int* extent_scratch() {
@@ -53,6 +65,11 @@ __global__ void csr_extent(int rows, const int* row_offsets, const int* col_indi
     if ((threadIdx.x & 31) == 0) atomicMax(&out[1], top);
 }
 
+__global__ void round_to_bf16(size_t n, const float* acc, __nv_bfloat16* Y) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) Y[i] = __float2bfloat16(acc[i]);
+}
+
 extern "C" void spmm_csr_bf16(int rows, int K, const __nv_bfloat16* values,
                               const int* col_indices, const int* row_offsets,
                               const __nv_bfloat16* X, __nv_bfloat16* Y) {
@@ -66,26 +83,33 @@ extern "C" void spmm_csr_bf16(int rows, int K, const __nv_bfloat16* values,
     int extent[2] = {0, 0};
     cudaMemcpy(extent, dev, sizeof(extent), cudaMemcpyDeviceToHost);
     const int64_t nnz = extent[0], cols = extent[1] > 0 ? extent[1] : 1;
-    cusparseConstSpMatDescr_t A;
-    cusparseConstDnMatDescr_t B;
-    cusparseDnMatDescr_t C;
-    check(cusparseCreateConstCsr(&A, rows, cols, nnz, row_offsets, col_indices, values,
-                                 CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO,
-                                 CUDA_R_16BF),
-          "cusparseCreateConstCsr");
-    cusparseCreateConstDnMat(&B, cols, K, K, X, CUDA_R_16BF, CUSPARSE_ORDER_ROW);
-    cusparseCreateDnMat(&C, rows, K, K, Y, CUDA_R_16BF, CUSPARSE_ORDER_ROW);
-    const float one = 1.0f, zero = 0.0f;
-    const cusparseOperation_t op = CUSPARSE_OPERATION_NON_TRANSPOSE;
-    size_t bytes = 0;
-    check(cusparseSpMM_bufferSize(handle(), op, op, &one, A, B, &zero, C, CUDA_R_32F,
-                                  CUSPARSE_SPMM_ALG_DEFAULT, &bytes),
-          "cusparseSpMM_bufferSize");
-    check(cusparseSpMM(handle(), op, op, &one, A, B, &zero, C, CUDA_R_32F,
-                       CUSPARSE_SPMM_ALG_DEFAULT, workspace(bytes)),
-          "cusparseSpMM");
-    cusparseDestroySpMat(A);
-    cusparseDestroyDnMat(B);
-    cusparseDestroyDnMat(C);
+    const size_t n = (size_t)rows * K;
+    float* acc = scratch(n);
+    if (nnz > 0) {
+        cusparseConstSpMatDescr_t A;
+        cusparseConstDnMatDescr_t B;
+        cusparseDnMatDescr_t C;
+        check(cusparseCreateConstCsr(&A, rows, cols, nnz, row_offsets, col_indices, values,
+                                     CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
+                                     CUSPARSE_INDEX_BASE_ZERO, CUDA_R_16BF),
+              "cusparseCreateConstCsr");
+        cusparseCreateConstDnMat(&B, cols, K, K, X, CUDA_R_16BF, CUSPARSE_ORDER_ROW);
+        cusparseCreateDnMat(&C, rows, K, K, acc, CUDA_R_32F, CUSPARSE_ORDER_ROW);
+        const float one = 1.0f, zero = 0.0f;
+        const cusparseOperation_t op = CUSPARSE_OPERATION_NON_TRANSPOSE;
+        size_t bytes = 0;
+        check(cusparseSpMM_bufferSize(handle(), op, op, &one, A, B, &zero, C, CUDA_R_32F,
+                                      CUSPARSE_SPMM_ALG_DEFAULT, &bytes),
+              "cusparseSpMM_bufferSize");
+        check(cusparseSpMM(handle(), op, op, &one, A, B, &zero, C, CUDA_R_32F,
+                           CUSPARSE_SPMM_ALG_DEFAULT, workspace(bytes)),
+              "cusparseSpMM");
+        cusparseDestroySpMat(A);
+        cusparseDestroyDnMat(B);
+        cusparseDestroyDnMat(C);
+    } else {
+        cudaMemsetAsync(acc, 0, n * sizeof(float));
+    }
+    round_to_bf16<<<(unsigned)((n + 255) / 256), 256>>>(n, acc, Y);
     cudaDeviceSynchronize();
 }
