@@ -335,8 +335,8 @@ def profile_cmd(
         Path | None, typer.Argument(help="The implementation (.cu) to profile.")
     ] = None,
     dtype: Annotated[
-        Dtype, typer.Option(help="fp32 or bf16 (both with --calibrate).")
-    ] = Dtype.fp32,
+        Dtype | None, typer.Option(help="fp32 or bf16 (default fp32; with --calibrate both).")
+    ] = None,
     case: Annotated[int, typer.Option(help="Paper-suite case index (default: the last).")] = -1,
     summary: Annotated[
         str, typer.Option(help="Summary to print: filtered, full or none.")

@@ -5,22 +5,17 @@ the float64 oracle computed once; each implementation's first call is checked; t
 are timed together, turn by turn, until every one's median is known, so that clock drift cancels
 in their ratios; the output of the final timed turn's last call, on the input set that the
 first call did not use, is checked too (an implementation that caches, or leaves work running
-past the call, differs there); finally a fresh input set is checked again. While the GPU times
-one case, the next case's inputs and oracles are prepared on the host at the lowest CPU
-priority, so that the GPU rarely waits for them.
+past the call, differs there); finally a fresh input set is checked again.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import shutil
 import tempfile
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,7 +149,6 @@ class Evaluator:
         progress: Callable[[str], None] | None = None,
         work_dir: Path | None = None,
         pool: WorkerPool | None = None,
-        prefetch: bool = True,
     ) -> None:
         self.task, self.variant, self.suite, self.arch = task, variant, suite, arch
         self.policy = policy or TimingPolicy()
@@ -164,8 +158,6 @@ class Evaluator:
         self.progress = progress or (lambda _msg: None)
         self.work_dir = work_dir
         self.pool = pool
-        self.prefetch = prefetch  # prepare the next case's inputs while this one is timed
-        self._background: ThreadPoolExecutor | None = None  # during run(): the preparer
         self.device: dict[str, Any] = {}
         self.phases: list[dict[str, float]] = []
         self._check_s = 0.0  # host time judging outputs, in the current case
@@ -269,11 +261,12 @@ class Evaluator:
         return out
 
     # -- one case ---------------------------------------------------------------------------
-    def _prepare_case(self, case: Case, root: Path) -> _Prepared:
-        """The case's seeded input sets, made and written at once, and their oracles started."""
+    def _run_case(self, case: Case, lives: list[_Live], root: Path) -> None:
+        t_case = time.monotonic()
         seeds = [
             case_seed(self.task.name, self.variant, case, s, self.base_seed) for s in range(N_SETS)
         ]
+        active = [lv for lv in lives if not lv.stop and lv.result.verdict == "pending"]
         case_dir = root / f"case{case.index}"
 
         def make(index: int) -> InputSet:
@@ -281,40 +274,11 @@ class Evaluator:
             inp.write(case_dir / f"set{index}")
             return inp
 
-        t0 = time.monotonic()
-        with ThreadPoolExecutor(max_workers=N_SETS) as pool:
-            sets = list(pool.map(make, range(N_SETS)))
-        log.info("%s %s case %d: inputs ready in %.1f s", self.task.name, self.variant,
-                 case.index, time.monotonic() - t0)  # fmt: skip
-        return _Prepared(seeds, case_dir, sets, _Oracles(self._oracle, sets))
-
-    def _run_case(
-        self,
-        case: Case,
-        lives: list[_Live],
-        root: Path,
-        ahead: Future[_Prepared] | None = None,
-        following: Case | None = None,
-    ) -> Future[_Prepared] | None:
-        """Run one case; ``ahead`` is its inputs, prepared in the background during the last
-        case. Once this case's oracles are done, the ``following`` case's inputs and oracles are
-        prepared in the background, at the lowest CPU priority, while the GPU times this one;
-        returns that preparation (None: not started)."""
-        t_case = time.monotonic()
-        active = [lv for lv in lives if not lv.stop and lv.result.verdict == "pending"]
-        if not active:
-            if ahead is not None:
-                ahead.result().discard()
-            for lv in lives:
-                res = CaseResult(case.index, dict(case.params), 0, [])
-                res.verdict = "skipped"
-                res.detail = lv.result.detail or "stopped after an earlier failure"
-                lv.result.cases.append(res)
-            return None
-        prepared = ahead.result() if ahead is not None else self._prepare_case(case, root)
-        seeds, case_dir = prepared.seeds, prepared.case_dir
-        sets, oracles = prepared.sets, prepared.oracles
-        params = dict(sets[0].params)  # with derived ones (nnz)
+        sets = []
+        if active:  # the sets are independent: make and write them at once
+            with ThreadPoolExecutor(max_workers=N_SETS) as pool:
+                sets = list(pool.map(make, range(N_SETS)))
+        params = dict(sets[0].params) if sets else dict(case.params)  # with derived ones (nnz)
         complexity = self.task.complexity(params, self.variant)
         results = {}
         for live in lives:
@@ -326,9 +290,19 @@ class Evaluator:
                 results[lv.impl.label].detail = (
                     lv.result.detail or "stopped after an earlier failure"
                 )
+        if not active:
+            return
+        oracles = _Oracles(self._oracle, sets)
         self._check_s = 0.0
         mark = _Phases(case.index, t_case)
         mark("inputs")
+        log.info(
+            "%s %s case %d: inputs ready in %.1f s",
+            self.task.name,
+            self.variant,
+            case.index,
+            time.monotonic() - t_case,
+        )
         arg_bytes = [{**a, "nbytes": sets[0].nbytes.get(a["name"], 0)} for a in self.arg_specs]
         scalars = [inp.call_scalars for inp in sets]
 
@@ -372,10 +346,6 @@ class Evaluator:
         mark("first_calls")
         oracles.wait_all()
         mark("oracle_wait")
-        upcoming = None
-        if following is not None and self.prefetch:
-            assert self._background is not None
-            upcoming = self._background.submit(self._prepare_behind, following, root)
         # 2. timing, interleaved turn by turn
         times: dict[str, list[float]] = {lv.impl.label: [] for lv in timed}
         spent: dict[str, float] = {lv.impl.label: 0.0 for lv in timed}
@@ -492,14 +462,6 @@ class Evaluator:
         mark.times["checks"] = round(self._check_s, 4)
         mark.times["oracles"] = round(max(oracles.seconds.values(), default=0.0), 4)
         self.phases.append(mark.times)
-        return upcoming
-
-    def _prepare_behind(self, case: Case, root: Path) -> _Prepared:
-        """_prepare_case in a thread (and the threads it starts) that yields the CPU to the
-        workers and the coordinator: the timed calls' launches never wait for it."""
-        with contextlib.suppress(AttributeError, OSError):  # Linux: nice is per thread
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        return self._prepare_case(case, root)
 
     def _setup_all(
         self,
@@ -577,20 +539,13 @@ class Evaluator:
         if self.case_filter is not None:
             cases = [c for c in cases if c.index in self.case_filter]
         root = Path(tempfile.mkdtemp(prefix="cudamaster-", dir=self._scratch()))
-        ahead: Future[_Prepared] | None = None
-        self._background = ThreadPoolExecutor(max_workers=1)
         try:
-            for k, case in enumerate(cases):
+            for case in cases:
                 self.progress(
                     f"{self.task.name} {self.variant} {self.suite} case {case.index}: {case.label}"
                 )
-                following = cases[k + 1] if k + 1 < len(cases) else None
-                ahead = self._run_case(case, lives, root, ahead, following)
+                self._run_case(case, lives, root)
         finally:
-            if ahead is not None:  # cut short: the case prepared ahead is not run
-                with contextlib.suppress(Exception):
-                    ahead.result().discard()
-            self._background.shutdown(wait=True)
             for lv in lives:
                 if lv.worker is None:
                     continue
@@ -628,20 +583,6 @@ class Evaluator:
         if shm.is_dir() and shutil.disk_usage(shm).free >= 16 << 30:
             return str(shm)
         return None
-
-
-@dataclass
-class _Prepared:
-    """One case's input sets (written under case_dir) and their oracles, being computed."""
-
-    seeds: list[int]
-    case_dir: Path
-    sets: list[InputSet]
-    oracles: _Oracles
-
-    def discard(self) -> None:
-        self.oracles.close()
-        shutil.rmtree(self.case_dir, ignore_errors=True)
 
 
 class _Phases:
