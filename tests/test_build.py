@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -70,6 +71,18 @@ def test_builds_are_cached_by_content(tmp_path):
     assert again.cached and again.library == first.library
     src.write_text(src.read_text() + "// changed\n")
     assert build(src, ARCH).library != first.library
+
+
+def test_the_same_source_built_twice_at_once_compiles_once(tmp_path):
+    """Two evaluations of one file (an A/A run) prepare it concurrently: the second waits for
+    the first build instead of rewriting the library while the first one reads it."""
+    src = tmp_path / "twice.cu"
+    src.write_text(f'extern "C" void vector_add(const float*, const float*, float*, int) {{}}\n'
+                   f"// {uuid.uuid4()}\n")  # fmt: skip
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda _: build(src, ARCH), range(2)))
+    assert sorted(r.cached for r in results) == [False, True]
+    assert all(defines_symbol(r.library, "vector_add") for r in results)
 
 
 def test_compile_error_carries_the_compilers_message():

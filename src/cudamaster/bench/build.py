@@ -7,6 +7,7 @@ implementation itself uses (see symbols.py).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
@@ -210,11 +211,30 @@ def build(
     library = out_dir / ("impl.o" if compile_only else "impl.so")
     log_path = out_dir / "build.log"
     meta_path = out_dir / "build.json"
-    if library.exists() and meta_path.exists():
+
+    def cached() -> BuildResult | None:
+        if not (library.exists() and meta_path.exists()):
+            return None
         meta = json.loads(meta_path.read_text())
         resources = [KernelResources(**r) for r in meta["resources"]]
         return BuildResult(source, library, log_path, flags + link, True, resources)
+
+    if (hit := cached()) is not None:
+        return hit
     out_dir.mkdir(parents=True, exist_ok=True)
+    # one build per key at a time (threads and processes: the same file evaluated twice at
+    # once); whoever waited finds the finished build
+    with open(out_dir / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (hit := cached()) is not None:
+            return hit
+        return _compile(source, code, flags, link, out_dir, library)
+
+
+def _compile(
+    source: Path, code: bytes, flags: list[str], link: list[str], out_dir: Path, library: Path
+) -> BuildResult:
+    log_path, meta_path = out_dir / "build.log", out_dir / "build.json"
     (out_dir / "source.cu").write_bytes(code)
     cmd = [nvcc(), *flags, "-o", str(library), str(out_dir / "source.cu"), *link]
     log.debug("nvcc: %s", " ".join(cmd))
