@@ -6,7 +6,6 @@ path (build, checks, workers, verdicts, scores, tables, JSON) without a GPU."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -14,43 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cudamaster.bench.build import nvcc_version
-
-FAKE = Path(__file__).parent / "fixtures" / "fake_cuda"
 GOOD = Path(__file__).parent / "fixtures" / "good" / "vector_add_grid.cu"
 pytestmark = pytest.mark.skipif(not shutil.which("gcc"), reason="needs gcc")
-
-
-@pytest.fixture
-def fake_gpu(tmp_path):
-    runtime = tmp_path / "libcudart.so.13"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-Wl,-soname,libcudart.so.13", "-o",
-                    str(runtime), str(FAKE / "fake_cudart.c")], check=True)  # fmt: skip
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    smi = bin_dir / "nvidia-smi"
-    smi.write_text(  # two GPUs: listed by index, described one at a time with -i
-        '#!/bin/sh\ncase "$*" in\n'
-        "  *index,uuid,name*) printf '0, GPU-fake-0, Fake GPU\\n1, GPU-fake-1, Fake GPU\\n' ;;\n"
-        "  *'-i 1'*) echo 'Fake GPU, GPU-fake-1, 1.0, 9.0, 1024' ;;\n"
-        "  *) echo 'Fake GPU, GPU-fake-0, 1.0, 9.0, 1024' ;;\nesac\n"
-    )
-    smi.chmod(0o755)
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    facts = {"name": "Fake GPU", "uuid": "GPU-fake-0", "driver": "1.0", "nvcc": nvcc_version(),
-             "compute_capability": "90", "sm_count": 4, "l2_bytes": 1 << 20, "memory_mib": 1024,
-             "copy_gbs": 100.0, "fp32_tflops": 1.0, "bf16_tflops": 2.0}  # fmt: skip
-    (cache / "device-GPU-fake-0.json").write_text(json.dumps(facts))
-    (cache / "device-GPU-fake-1.json").write_text(json.dumps({**facts, "uuid": "GPU-fake-1"}))
-    comparer = tmp_path / "compare_host.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(comparer),
-                    str(FAKE / "compare_host.c")], check=True)  # fmt: skip
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
-           "CUDAMASTER_CUDART": str(runtime), "CUDAMASTER_CACHE": str(cache),
-           "CUDAMASTER_COMPARER": str(comparer)}  # fmt: skip
-    env.pop("CUDA_VISIBLE_DEVICES", None)
-    return env
 
 
 def cli(env, *args):

@@ -248,6 +248,14 @@ def bench_cmd(
         str | None,
         typer.Option(help="GPUs to spread the evaluations over: 'all' or indices like 0,2."),
     ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="ADDRESS",
+            help="Run on the Ray cluster at ADDRESS ('auto': this host's), one GPU per job.",
+        ),
+    ] = None,
 ) -> None:
     """Baseline vs library over many operators; results saved as JSON as they come."""
     from .bench.client import WorkerPool
@@ -259,6 +267,11 @@ def bench_cmd(
 
     names = [o.strip() for o in ops.split(",")] if ops else list(discover())
     tasks = [get_task(n) for n in names]
+    if ray is not None:
+        if gpus is not None:
+            raise UserError("--gpus and --ray exclude each other: Ray places every job itself")
+        _bench_on_ray(ray, tasks, dtype, suite, out, seed)
+        return
     targets, devices = device_targets(gpus)
     first = next(iter(devices.values()))
     out = out or Path("results") / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
@@ -579,6 +592,48 @@ def _num(x: float | None) -> str:
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.1%}"
+
+
+def _bench_on_ray(
+    address: str, tasks: list, dtype: Dtype, suite: Suite, out: Path | None, seed: int
+) -> None:
+    """cudamaster bench as Ray tasks: each job on one GPU of some node, its results written
+    here as it finishes, with the node and GPU that produced them."""
+    from .bench.remote import bench_job
+    from .ray_pool import RayPool
+    from .report import score_impl, write_json
+
+    pool = RayPool(address)
+    out = out or Path("results") / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    jobs = [(t.name, v, s, seed) for t in tasks for v in _variants(dtype) for s in _suites(suite)]
+    results: list[dict] = []
+    devices: dict[str, dict] = {}
+    t0 = time.monotonic()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err_console) as progress:  # fmt: skip
+        bar = progress.add_task(f"bench on Ray at {address}", total=len(jobs))
+
+        def done(job: tuple, placement, result: tuple) -> None:
+            _, data, device = result
+            data["placement"] = {**placement.as_dict(), "gpu": device.name}
+            devices[f"{placement.host}/{device.name}"] = asdict(device)
+            results.append(data)
+            write_json({"devices": devices, "results": results, "ray": address,
+                        "wall_s": time.monotonic() - t0}, out)  # fmt: skip
+            progress.update(bar, advance=1, description=" ".join(map(str, job[:3])))
+
+        finished = pool.run(jobs, bench_job, done)
+    summary = Table(title=f"bench on Ray ({', '.join(sorted(devices))})")
+    for col in ("operator", "dtype", "suite", "baseline", "library", "Σ base ms", "Σ lib ms",
+                "lib P", "lib geomean", "SOL (best, largest case)"):  # fmt: skip
+        summary.add_column(col)
+    by_name = {t.name: t for t in tasks}
+    for (name, variant, s, _), (report, _, device) in zip(jobs, finished, strict=True):
+        scores = {i.label: score_impl(by_name[name], report, i, device) for i in report.impls}
+        summary.add_row(*_bench_row(name, variant, s, scores))
+    console.print(summary)
+    console.print(f"{len(jobs)} evaluations on Ray in {time.monotonic() - t0:.0f} s; "
+                  f"results in {out}")  # fmt: skip
 
 
 def _prebuild(pairs: list, arch: str) -> None:

@@ -1,0 +1,149 @@
+"""The Ray path on a loopback cluster started here: a head and a worker node, each declaring
+GPUs that are not there, run jobs made of the steps that need no device (compile and inspect
+the baseline, make inputs, compute the oracle, judge outputs); a job whose worker dies midway
+is run again, and every result comes back once, in job order, with where it ran. Then
+`cudamaster bench --ray` runs end to end on the nodes' fake GPUs (tests/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import fake_gpu_env
+from cudamaster.bench.evaluate import Impl, ImplResult, prepare
+from cudamaster.bench.inputs import make_inputs
+from cudamaster.bench.verify import compare
+from cudamaster.dtypes import concrete, to_storage
+from cudamaster.errors import UserError
+from cudamaster.tasks import get_task
+
+ray = pytest.importorskip("ray", reason="the Ray extra: pip install -e '.[test]'")
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def fake_env(tmp_path_factory) -> dict[str, str]:
+    """The nodes' environment: the fake GPUs of tests/conftest.py (kernel launches do nothing)."""
+    return {**fake_gpu_env(tmp_path_factory.mktemp("fake-gpu")), "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+@pytest.fixture(scope="module")
+def cluster(fake_env):
+    port = _free_port()
+    env = fake_env
+    common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats"]
+    head = [RAY, "start", "--head", f"--port={port}", "--num-cpus=2", "--num-gpus=2",
+            "--include-dashboard=false", *common]  # fmt: skip
+    worker = [RAY, "start", f"--address=127.0.0.1:{port}", "--num-cpus=1", "--num-gpus=1",
+              *common]  # fmt: skip
+    try:
+        for cmd in (head, worker):
+            subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=120)
+        import ray.cloudpickle
+
+        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # ship _check_job
+        yield f"127.0.0.1:{port}"
+    finally:
+        ray.shutdown()
+        subprocess.run([RAY, "stop", "--force"], env=env, capture_output=True, timeout=120)
+
+
+def _check_job(job: tuple[str, str, str | None]) -> dict:
+    """A bench job without the GPU: what its Ray task does before and after the timed calls."""
+    op, variant, crash_marker = job
+    if crash_marker and not Path(crash_marker).exists():
+        Path(crash_marker).touch()
+        os._exit(1)  # the worker dies in the middle of the job: Ray must run it again
+    time.sleep(0.5)  # long enough that all three GPU slots are busy at once
+    task = get_task(op)
+    built = ImplResult("baseline", "")
+    prepare(Impl("baseline", task.source("baseline", variant), trusted=True), "sm_90",
+            task.symbol(variant), built)  # fmt: skip
+    dtypes = {a.name: concrete(a.dtype, variant) for a in task.spec.args}
+    case = task.cases("paper")[0]
+    inputs = make_inputs(task, case, variant, 1)
+    oracle = task.oracle(inputs.values(dtypes), dict(inputs.params), variant)
+    verdicts = {}
+    for name, expected in oracle.items():
+        ref, mag = expected if isinstance(expected, tuple) else (expected, None)
+        tol = task.spec.tolerance[variant]
+        right = to_storage(np.asarray(ref), dtypes[name])
+        wrong = to_storage(np.asarray(ref) + 1.0, dtypes[name])
+        verdicts[name] = [compare(name, out, ref, mag, tol, task.spec.paper_rule, dtypes[name],
+                                  stored=True).passed for out in (right, wrong)]  # fmt: skip
+    return {"op": op, "variant": variant, "build": built.verdict, "verdicts": verdicts}
+
+
+def test_jobs_spread_over_the_nodes_and_a_dead_worker_is_retried(cluster, tmp_path):
+    from cudamaster.ray_pool import RayPool
+
+    marker = str(tmp_path / "crashed-once")
+    pairs = [(op, v) for op in ("vector_add", "dot_product", "softmax") for v in ("fp32", "bf16")]
+    jobs = [(op, v, marker if (op, v) == ("dot_product", "bf16") else None) for op, v in pairs]
+    finished: list[tuple] = []
+    results = RayPool(cluster, retries=2).run(
+        jobs, _check_job, lambda job, where, result: finished.append((job, where, result))
+    )
+    assert [(r["op"], r["variant"]) for r in results] == [j[:2] for j in jobs]  # job order
+    assert sorted(f[0] for f in finished) == sorted(jobs)  # each reported once, as it finished
+    for r in results:
+        assert r["build"] == "pending", r  # compiled, defines its symbol, nothing refused
+        assert all(v == [True, False] for v in r["verdicts"].values()), r
+    assert Path(marker).exists()  # the crashed job's first attempt really ran and died
+    nodes = {where.node for _, where, _ in finished}
+    assert len(nodes) == 2, nodes  # both nodes took work
+    assert all(where.gpus != "" for _, where, _ in finished)  # Ray gave each task a GPU
+
+
+def test_a_job_that_keeps_failing_is_a_one_line_error_after_its_retries(cluster, tmp_path):
+    from cudamaster.ray_pool import RayPool
+
+    with pytest.raises(UserError, match="job 1 of 1 failed on the Ray cluster"):
+        RayPool(cluster, retries=1).run([("no_such_op", "fp32", None)], _check_job)
+
+
+def test_bench_on_ray_writes_every_result_with_the_node_and_gpu_that_produced_it(
+    cluster, fake_env, tmp_path
+):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "cudamaster.cli", "bench", "--ray", cluster, "--ops",
+         "vector_add,dot_product", "--dtype", "fp32", "--suite", "paper", "--out", str(out)],
+        env=fake_env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(out.read_text())["results"]
+    assert [r["report"]["task"] for r in results].count("vector_add") == 1 and len(results) == 2
+    for r in results:
+        where = r["placement"]
+        assert where["node"] and where["gpus"] and where["gpu"] == "Fake GPU"
+        base = next(i for i in r["report"]["impls"] if i["label"] == "baseline")
+        assert base["verdict"] == "wrong"  # the fake GPU's launches do nothing: poison stays
+    assert "2 evaluations on Ray" in proc.stdout
+
+
+def test_bench_on_ray_says_in_one_line_what_is_wrong(fake_env):
+    def bench(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "cudamaster.cli", "bench", "--ops",
+                               "vector_add", *args], env=fake_env, capture_output=True,
+                              text=True, timeout=120, check=False)  # fmt: skip
+
+    nobody = bench("--ray", f"127.0.0.1:{_free_port()}")
+    assert nobody.returncode == 2 and "no Ray cluster at 127.0.0.1:" in nobody.stderr
+    assert "Traceback" not in nobody.stderr
+    both = bench("--ray", "auto", "--gpus", "all")
+    assert both.returncode == 2 and "--gpus and --ray exclude each other" in both.stderr
