@@ -2,7 +2,8 @@
 GPUs that are not there, run jobs made of the steps that need no device (compile and inspect
 the baseline, make inputs, compute the oracle, judge outputs); a job whose worker dies midway
 is run again, and every result comes back once, in job order, with where it ran. Then
-`cudamaster bench --ray` runs end to end on the nodes' fake GPUs (tests/conftest.py)."""
+`cudamaster bench --ray` runs end to end on the nodes' fake GPUs (tests/conftest.py), and on a
+second cluster a whole node is killed mid-job and its job finishes on the other node."""
 
 from __future__ import annotations
 
@@ -147,3 +148,42 @@ def test_bench_on_ray_says_in_one_line_what_is_wrong(fake_env):
     assert "Traceback" not in nobody.stderr
     both = bench("--ray", "auto", "--gpus", "all")
     assert both.returncode == 2 and "--gpus and --ray exclude each other" in both.stderr
+
+
+def _doomed_job(job: tuple[str, str, str | None]) -> dict:
+    """_check_job, except that the first attempt of the doomed job kills its node's raylet
+    (the process that started this worker): the whole node is lost mid-job."""
+    op, variant, doom_marker = job
+    if doom_marker and not Path(doom_marker).exists():
+        Path(doom_marker).write_text(ray.get_runtime_context().get_node_id())
+        os.kill(os.getppid(), 9)
+        time.sleep(60)  # dies with its node
+    return {**_check_job((op, variant, None)), "node": ray.get_runtime_context().get_node_id()}
+
+
+def test_a_node_lost_mid_job_has_its_work_run_on_another_node(fake_env, tmp_path):
+    """A head with no GPU and two GPU nodes: the node that takes the doomed job dies, and the
+    job (and any other it was running) is run again on the surviving node. Last in the file:
+    its `ray stop --force` ends every cluster on this host, the module's too."""
+    from cudamaster.ray_pool import RayPool
+
+    ray.shutdown()  # leave the module's cluster: this one loses a node
+    port = _free_port()
+    common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats", "--num-cpus=1"]
+    nodes = [[RAY, "start", "--head", f"--port={port}", "--num-gpus=0",
+              "--include-dashboard=false", *common]]  # fmt: skip
+    nodes += [[RAY, "start", f"--address=127.0.0.1:{port}", "--num-gpus=1", *common]] * 2
+    marker = tmp_path / "doomed"
+    try:
+        for cmd in nodes:
+            subprocess.run(cmd, env=fake_env, check=True, capture_output=True, timeout=120)
+        jobs = [("vector_add", "fp32", None), ("vector_add", "bf16", str(marker)),
+                ("dot_product", "fp32", None), ("dot_product", "bf16", None)]  # fmt: skip
+        results = RayPool(f"127.0.0.1:{port}", retries=3).run(jobs, _doomed_job)
+    finally:
+        ray.shutdown()
+        subprocess.run([RAY, "stop", "--force"], env=fake_env, capture_output=True, timeout=120)
+    lost = marker.read_text()
+    assert [(r["op"], r["variant"]) for r in results] == [j[:2] for j in jobs]
+    assert all(r["build"] == "pending" for r in results)
+    assert results[1]["node"] != lost  # the doomed job finished on the surviving node
