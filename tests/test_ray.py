@@ -150,6 +150,26 @@ def test_bench_on_ray_says_in_one_line_what_is_wrong(fake_env):
     assert both.returncode == 2 and "--gpus and --ray exclude each other" in both.stderr
 
 
+def test_calibration_on_ray_keeps_every_profile_with_where_it_ran(cluster, fake_env, tmp_path):
+    """The nodes have no ncu: every profile is missing, each saying why and where it ran, and
+    the calibration stops with a one-line error instead of inventing thresholds."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "cudamaster.cli", "profile", "--calibrate", "--ray", cluster,
+         "--ops", "vector_add,dot_product", "--out", str(tmp_path)],
+        env=fake_env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "needs at least two successful baseline profiles" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    data = json.loads((tmp_path / "calibration.json").read_text())
+    assert len(data["profiles"]) == 4 and len(data["placements"]) == 4  # both ops, both dtypes
+    assert all("ncu" in p["result"]["error"] for p in data["profiles"])
+    assert {(w["task"], w["variant"]) for w in data["placements"]} == {
+        (op, v) for op in ("vector_add", "dot_product") for v in ("fp32", "bf16")
+    }
+    assert all(w["node"] and w["gpu"] == "Fake GPU" for w in data["placements"])
+
+
 def _doomed_job(job: tuple[str, str, str | None]) -> dict:
     """_check_job, except that the first attempt of the doomed job kills its node's raylet
     (the process that started this worker): the whole node is lost mid-job."""

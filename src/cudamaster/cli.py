@@ -363,6 +363,12 @@ def profile_cmd(
     gpus: Annotated[
         str | None, typer.Option(help="With --calibrate: GPUs to use, 'all' or indices like 0,2.")
     ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray", metavar="ADDRESS", help="With --calibrate: profile on the Ray cluster there."
+        ),
+    ] = None,
 ) -> None:
     """Nsight Compute profile of FILE on one case: bottleneck class and filtered summary."""
     from .bench.evaluate import Impl
@@ -371,7 +377,7 @@ def profile_cmd(
 
     if calibrate:
         names = [o.strip() for o in ops.split(",")] if ops else list(discover())
-        _calibrate([get_task(n) for n in names], _variants(dtype or Dtype.both), gpus, out)
+        _calibrate([get_task(n) for n in names], _variants(dtype or Dtype.both), gpus, out, ray)
         return
     if op is None or file is None:
         raise UserError("profile needs OP and FILE (or --calibrate)")
@@ -400,9 +406,12 @@ def profile_cmd(
         raise typer.Exit(1)
 
 
-def _calibrate(tasks: list, variants: list[str], gpus: str | None, out: Path | None) -> None:
-    """Profile every baseline (spread over the GPUs), store the Otsu thresholds per device, and
-    report the classes (per dtype) and the summaries' token counts under those thresholds."""
+def _calibrate(
+    tasks: list, variants: list[str], gpus: str | None, out: Path | None, ray: str | None = None
+) -> None:
+    """Profile every baseline (spread over the GPUs, or over a Ray cluster's), store the Otsu
+    thresholds per device here, and report the classes (per dtype) and the summaries' token
+    counts under those thresholds."""
     from .bench.evaluate import Impl
     from .device import targets
     from .gpus import GpuPool
@@ -411,26 +420,47 @@ def _calibrate(tasks: list, variants: list[str], gpus: str | None, out: Path | N
     from .profile.summary import render
     from .report import write_json
 
-    chosen, devices = targets(gpus)
-    if len({d.name for d in devices.values()}) > 1:
-        raise UserError("calibrate on GPUs of one model: thresholds are per device model")
     jobs = [(t, v) for t in tasks for v in variants if t.source("baseline", v) is not None]
     reports: list = []
+    placements: list[dict] = []  # with --ray: where each profile ran
 
-    def work(job: tuple, gpu) -> object:
-        task, variant = job
-        device = devices[gpu.uuid]
-        impl = Impl("baseline", task.source("baseline", variant), trusted=True)
-        return profile(task, variant, impl, device.arch, device_uuid=device.uuid)
-
-    def done(job: tuple, gpu, rep) -> None:
+    def record(name: str, variant: str, rep) -> None:
         reports.append(rep)
         status = rep.bottleneck or f"profile missing: {rep.result.error}"
-        err_console.print(f"{job[0].name} {job[1]}: {status} ({rep.result.wall_s:.1f} s)")
+        err_console.print(f"{name} {variant}: {status} ({rep.result.wall_s:.1f} s)")
         if out:  # as they come, so that a run cut short keeps what it measured
-            write_json({"profiles": [asdict(r) for r in reports]}, out / "calibration.json")
+            write_json({"profiles": [asdict(r) for r in reports], "placements": placements},
+                       out / "calibration.json")  # fmt: skip
 
-    GpuPool(chosen).run(jobs, work, done)
+    if ray is not None:
+        if gpus is not None:
+            raise UserError("--gpus and --ray exclude each other: Ray places every job itself")
+        from .bench.remote import profile_job
+        from .ray_pool import RayPool
+
+        devices: dict = {}
+
+        def placed(job: tuple, where, result: tuple) -> None:
+            rep, device = result
+            devices[device.uuid] = device
+            placements.append({"task": job[0], "variant": job[1], **where.as_dict(),
+                               "gpu": device.name})  # fmt: skip
+            record(job[0], job[1], rep)
+
+        RayPool(ray).run([(t.name, v) for t, v in jobs], profile_job, placed)
+    else:
+        chosen, devices = targets(gpus)
+
+        def work(job: tuple, gpu) -> object:
+            task, variant = job
+            device = devices[gpu.uuid]
+            impl = Impl("baseline", task.source("baseline", variant), trusted=True)
+            return profile(task, variant, impl, device.arch, device_uuid=device.uuid)
+
+        if len({d.name for d in devices.values()}) == 1:
+            GpuPool(chosen).run(jobs, work, lambda job, gpu, rep: record(job[0].name, job[1], rep))
+    if len({d.name for d in devices.values()}) > 1:
+        raise UserError("calibrate on GPUs of one model: thresholds are per device model")
     th = calibrate_from(reports)
     saved = [str(classify.save(th, d.uuid)) for d in devices.values()]
     classes: dict[str, dict[str, int]] = {}

@@ -1,15 +1,16 @@
-"""One bench job as a self-contained function, for a Ray task on another host: it measures
-that host's GPU, evaluates the baseline and library there and returns everything the run
-directory keeps (cudamaster.ray_pool ships it; the local bench runs the same steps in place)."""
+"""Jobs as self-contained functions, for Ray tasks on other hosts (cudamaster.ray_pool ships
+them): each measures the GPU Ray gave it, does its work there and returns what this host keeps.
+The local bench and calibration run the same steps in place."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..device import DeviceFacts, targets
+from ..profile.run import ProfileReport, profile
 from ..report import report_json
 from ..tasks import get_task
-from .evaluate import EvalReport, Evaluator, standard_impls
+from .evaluate import EvalReport, Evaluator, Impl, standard_impls
 
 
 def bench_job(job: tuple[str, str, str, int]) -> tuple[EvalReport, dict[str, Any], DeviceFacts]:
@@ -22,3 +23,14 @@ def bench_job(job: tuple[str, str, str, int]) -> tuple[EvalReport, dict[str, Any
         standard_impls(task, variant)
     )
     return report, report_json(task, report, device), device
+
+
+def profile_job(job: tuple[str, str]) -> tuple[ProfileReport, DeviceFacts]:
+    """(operator, variant) -> the baseline's profile on the last paper case, and the GPU's facts
+    (calibration: the thresholds are computed where the profiles are gathered)."""
+    name, variant = job
+    task = get_task(name)
+    _, devices = targets(None)
+    device = devices[""]
+    impl = Impl("baseline", task.source("baseline", variant), trusted=True)
+    return profile(task, variant, impl, device.arch, device_uuid=device.uuid), device
