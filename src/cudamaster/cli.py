@@ -317,10 +317,7 @@ def bench_cmd(
             progress.advance(bar)
 
         finished = GpuPool(targets).run(jobs, evaluate, done)
-    summary = Table(title=f"bench on {', '.join(sorted({d.name for d in devices.values()}))}")
-    for col in ("operator", "dtype", "suite", "baseline", "library", "Σ base ms", "Σ lib ms",
-                "lib P", "lib geomean", "SOL (best, largest case)"):  # fmt: skip
-        summary.add_column(col)
+    summary = _bench_table(f"bench on {', '.join(sorted({d.name for d in devices.values()}))}")
     for (task, variant, s), (report, _) in zip(jobs, finished, strict=True):
         device = devices[report.gpu["uuid"]] if report.gpu else first
         scores = {
@@ -653,10 +650,7 @@ def _bench_on_ray(
             progress.update(bar, advance=1, description=" ".join(map(str, job[:3])))
 
         finished = pool.run(jobs, bench_job, done)
-    summary = Table(title=f"bench on Ray ({', '.join(sorted(devices))})")
-    for col in ("operator", "dtype", "suite", "baseline", "library", "Σ base ms", "Σ lib ms",
-                "lib P", "lib geomean", "SOL (best, largest case)"):  # fmt: skip
-        summary.add_column(col)
+    summary = _bench_table(f"bench on Ray ({', '.join(sorted(devices))})")
     by_name = {t.name: t for t in tasks}
     for (name, variant, s, _), (report, _, device) in zip(jobs, finished, strict=True):
         scores = {i.label: score_impl(by_name[name], report, i, device) for i in report.impls}
@@ -686,6 +680,15 @@ def _prebuild(pairs: list, arch: str) -> None:
         ThreadPoolExecutor(workers) as pool,
     ):
         list(pool.map(one, impls))
+
+
+def _bench_table(title: str) -> Table:
+    """The bench summary's columns; _bench_row gives its rows."""
+    table = Table(title=title)
+    for col in ("operator", "dtype", "suite", "baseline", "library", "Σ base ms", "Σ lib ms",
+                "lib P", "lib geomean", "SOL (best, largest case)"):  # fmt: skip
+        table.add_column(col)
+    return table
 
 
 def _bench_row(name: str, variant: str, suite: str, scores: dict) -> list[str]:
