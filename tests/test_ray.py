@@ -132,6 +132,7 @@ def test_bench_on_ray_writes_every_result_with_the_node_and_gpu_that_produced_it
     for r in results:
         where = r["placement"]
         assert where["node"] and where["gpus"] and where["gpu"] == "Fake GPU"
+        assert where["uuid"] == f"GPU-fake-{where['gpus']}"  # the GPU Ray gave, not GPU 0
         base = next(i for i in r["report"]["impls"] if i["label"] == "baseline")
         assert base["verdict"] == "wrong"  # the fake GPU's launches do nothing: poison stays
     assert "2 evaluations on Ray" in proc.stdout

@@ -441,7 +441,7 @@ def _calibrate(
             rep, device = result
             devices[device.uuid] = device
             placements.append({"task": job[0], "variant": job[1], **where.as_dict(),
-                               "gpu": device.name})  # fmt: skip
+                               "gpu": device.name, "uuid": device.uuid})  # fmt: skip
             record(job[0], job[1], rep)
 
         RayPool(ray).run([(t.name, v) for t, v in jobs], profile_job, placed)
@@ -642,7 +642,7 @@ def _bench_on_ray(
 
         def done(job: tuple, placement, result: tuple) -> None:
             _, data, device = result
-            data["placement"] = {**placement.as_dict(), "gpu": device.name}
+            data["placement"] = {**placement.as_dict(), "gpu": device.name, "uuid": device.uuid}
             devices[f"{placement.host}/{device.name}"] = asdict(device)
             results.append(data)
             write_json({"devices": devices, "results": results, "ray": address,

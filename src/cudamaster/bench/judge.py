@@ -10,7 +10,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
-import os
 from pathlib import Path
 
 import numpy as np
@@ -44,8 +43,6 @@ class Part(ctypes.Structure):
 
 @functools.cache
 def _library() -> ctypes.CDLL | None:
-    if os.environ.get("CUDAMASTER_NUMPY_JUDGE"):  # tests: the numpy formulation only
-        return None
     try:
         lib = ctypes.CDLL(str(build(SOURCE, "sm_90", extra_flags=_FLAGS).library))
     except (BuildError, UserError, OSError) as exc:

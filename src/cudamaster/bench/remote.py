@@ -4,21 +4,29 @@ The local bench and calibration run the same steps in place."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from ..device import DeviceFacts, targets
+from ..device import DeviceFacts, facts
+from ..gpus import select
 from ..profile.run import ProfileReport, profile
 from ..report import report_json
 from ..tasks import get_task
 from .evaluate import EvalReport, Evaluator, Impl, standard_impls
 
 
+def assigned_gpu() -> DeviceFacts:
+    """The facts of the GPU Ray gave this task. nvidia-smi ignores CUDA_VISIBLE_DEVICES, so the
+    physical index Ray set there is looked up; the workers this task starts see only that GPU."""
+    first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    return facts(gpu=select(first)[0]) if first.isdigit() else facts()
+
+
 def bench_job(job: tuple[str, str, str, int]) -> tuple[EvalReport, dict[str, Any], DeviceFacts]:
     """(operator, variant, suite, base seed) -> the report, its JSON and the GPU's facts."""
     name, variant, suite, seed = job
     task = get_task(name)
-    _, devices = targets(None)  # the GPU Ray gave this task: the only one it sees
-    device = devices[""]
+    device = assigned_gpu()
     report = Evaluator(task, variant, suite, device.arch, base_seed=seed).run(
         standard_impls(task, variant)
     )
@@ -30,7 +38,6 @@ def profile_job(job: tuple[str, str]) -> tuple[ProfileReport, DeviceFacts]:
     (calibration: the thresholds are computed where the profiles are gathered)."""
     name, variant = job
     task = get_task(name)
-    _, devices = targets(None)
-    device = devices[""]
+    device = assigned_gpu()
     impl = Impl("baseline", task.source("baseline", variant), trusted=True)
     return profile(task, variant, impl, device.arch, device_uuid=device.uuid), device

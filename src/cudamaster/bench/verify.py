@@ -148,14 +148,11 @@ def _mismatch(
     dtype: str,
     stored: bool,
 ) -> Mismatch:
-    """Element i's failure, with its bound computed as _judge computes it."""
-    r = float(ref[i])
-    bound = tol.rtol * abs(r)
-    bound += tol.atol
-    if tol.mtol:
-        bound += tol.mtol * (abs(r) if mag is None else float(mag[i]))
-    g = float(to_float64(got[i : i + 1], dtype)[0]) if stored else float(got[i])
-    return Mismatch([i], r, g, bound)
+    """Element i's failure, as _judge reports it."""
+    g = to_float64(got[i : i + 1], dtype) if stored else np.asarray(got[i : i + 1], np.float64)
+    r = np.asarray(ref[i : i + 1], dtype=np.float64)
+    scale = None if mag is None else np.asarray(mag[i : i + 1], dtype=np.float64)
+    return _judge(g, r, scale, i, tol, None, dtype).mismatches[0]
 
 
 def _flat(
