@@ -4,7 +4,9 @@
 # Each PHASE is a pytest -k expression over tests/gpu, run in order while time is left before
 # the deadline ($CUDAMASTER_DEADLINE_S seconds after the start, default 570); "none" runs none.
 # CUDAMASTER_BENCH_OPS=a,b limits the bench test to some operators (default: all);
-# CUDAMASTER_BENCH_GPUS=all passes --gpus all to it.
+# CUDAMASTER_BENCH_GPUS=all passes --gpus all to it. CUDAMASTER_CALIBRATE_OPS=all calibrates over
+# every baseline (default: the first ten operators); CUDAMASTER_CALIBRATE_FROM=FILE resumes the
+# calibration.json of a call cut short (carry FILE in the working tree).
 # Runs from the source tree (no install needed, no network needed); logs and JSON go to $OUT.
 set -uo pipefail
 start=$SECONDS

@@ -147,3 +147,32 @@ def test_implementations_share_their_timing_window(fake_cuda):
     report = Evaluator(task, "fp32", "paper", "sm_90", policy=policy, cases=[0]).run(impls)
     counts = {i.label: i.cases[0].cold.samples for i in report.impls}
     assert counts == {"steady": 24, "jittery": 24}, counts
+
+
+def test_no_input_preparation_runs_while_anything_is_timed(fake_cuda, tmp_path, monkeypatch):
+    # Every timed batch finds the preparer's helper process stopped; the next case is being
+    # prepared (it is asked for ahead), so a helper that ran on would be seen running.
+    from cudamaster.bench.client import WorkerClient
+    from cudamaster.bench.prepare import Preparer
+
+    prep = Preparer(tmp_path / "scratch")
+    states: list[str] = []
+    request = WorkerClient.request
+
+    def spy(self, timeout, **msg):
+        if msg.get("cmd") == "time":
+            stat = Path(f"/proc/{prep._proc.pid}/stat").read_text()
+            states.append(stat.rsplit(")", 1)[1].split()[0])
+        return request(self, timeout, **msg)
+
+    monkeypatch.setattr(WorkerClient, "request", spy)
+    task = get_task("vector_add")
+    try:
+        ev = Evaluator(task, "fp32", "paper", "sm_90", policy=POLICY, cases=[0, 1, 2],
+                       preparer=prep)  # fmt: skip
+        report = ev.run([Impl("baseline", FAKE / "vector_add_cpu.c")])
+    finally:
+        prep.close()
+    assert report.impl("baseline").verdict == "ok"
+    assert states and set(states) == {"T"}, states
+    assert [p["case"] for p in report.phases] == [0, 1, 2]

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from cudamaster.errors import UserError
 from cudamaster.profile import classify, ncu
 from cudamaster.profile.metrics import TABLE, metric_ids
 from cudamaster.profile.otsu import otsu
@@ -175,3 +176,61 @@ def test_calibrate_command_spreads_profiles_and_reports_classes_and_tokens(tmp_p
     assert sum(data["classes"]["fp32"].values()) == 3 and sum(data["classes"]["bf16"].values()) == 3
     assert data["mean_tokens"]["filtered"] < data["mean_tokens"]["full"]
     assert classify.load("GPU-f").calibrated  # stored for the device
+
+
+def test_a_calibration_cut_short_resumes_with_the_profiles_it_kept(tmp_path, monkeypatch):
+    from cudamaster import cli, device
+    from cudamaster.gpus import Gpu
+    from cudamaster.profile import run as profile_run
+    from cudamaster.profile.ncu import KernelProfile, ProfileResult
+    from cudamaster.tasks import get_task
+
+    monkeypatch.setenv("CUDAMASTER_CACHE", str(tmp_path))
+    facts = device.DeviceFacts(name="Fake GPU", uuid="GPU-f", driver="1", nvcc="13",
+                               compute_capability="90", sm_count=4, l2_bytes=1, memory_mib=1,
+                               copy_gbs=1.0, fp32_tflops=1.0, bf16_tflops=1.0)  # fmt: skip
+    monkeypatch.setattr(
+        device, "targets", lambda spec: ([Gpu(0, "GPU-f", "Fake GPU")], {"GPU-f": facts})
+    )
+    points = iter([(5, 80), (8, 85), (70, 20), (75, 30), (6, 7), (7, 9)])
+    profiled = []
+
+    def fake_profile(task, variant, impl, arch, device_uuid=None):
+        profiled.append((task.name, variant))
+        if len(profiled) == 5:
+            raise KeyboardInterrupt  # the run is cut short after four profiles
+        sm, mem = next(points)
+        agg = {m.id: 1.0 for m in TABLE} | {SM: sm, MEM: mem, DRAM: mem}
+        kernel = KernelProfile("k", agg)
+        res = ProfileResult(ok=True, kernels=[kernel], aggregate=agg, wall_s=0.5)
+        return profile_run.ProfileReport(task.name, variant, 0, "baseline", res, classify.DEFAULT,
+                                         "x")  # fmt: skip
+
+    monkeypatch.setattr(profile_run, "profile", fake_profile)
+    tasks = [get_task(n) for n in ("vector_add", "RELU", "softmax")]
+    with pytest.raises(KeyboardInterrupt):
+        cli._calibrate(tasks, ["fp32", "bf16"], "all", tmp_path)
+    assert len(json.loads((tmp_path / "calibration.json").read_text())["profiles"]) == 4
+    profiled.clear()
+    points = iter([(6, 7), (7, 9)])
+    cli._calibrate(tasks, ["fp32", "bf16"], "all", tmp_path, resume=True)
+    assert profiled == [("softmax", "fp32"), ("softmax", "bf16")]  # only those not kept
+    data = json.loads((tmp_path / "calibration.json").read_text())
+    assert len(data["profiles"]) == 6 and data["thresholds"]["samples"] == 6
+    assert sum(n for per in data["classes"].values() for n in per.values()) == 6
+
+
+def test_resume_refuses_a_calibration_from_another_gpu_model(tmp_path, monkeypatch):
+    from cudamaster import cli, device
+    from cudamaster.gpus import Gpu
+    from cudamaster.tasks import get_task
+
+    facts = device.DeviceFacts(name="Fake GPU", uuid="GPU-f", driver="1", nvcc="13",
+                               compute_capability="90", sm_count=4, l2_bytes=1, memory_mib=1,
+                               copy_gbs=1.0, fp32_tflops=1.0, bf16_tflops=1.0)  # fmt: skip
+    monkeypatch.setattr(
+        device, "targets", lambda spec: ([Gpu(0, "GPU-f", "Fake GPU")], {"GPU-f": facts})
+    )
+    (tmp_path / "calibration.json").write_text(json.dumps({"gpu": "Other GPU", "profiles": []}))
+    with pytest.raises(UserError, match="taken on 'Other GPU'"):
+        cli._calibrate([get_task("RELU")], ["fp32"], "all", tmp_path, resume=True)

@@ -1,4 +1,4 @@
-"""The adaptive repetition rule: stop once the median is known to about 0.5%, or at a cap."""
+"""The adaptive repetition rule: stop once the median is known to about 1%, or at a cap."""
 
 import numpy as np
 
@@ -18,10 +18,10 @@ def test_a_steady_kernel_stops_at_the_minimum_number_of_samples():
 
 
 def test_a_jittery_kernel_needs_more_samples_for_the_same_precision():
-    jittery = _samples(400, 0.05)
+    jittery = _samples(400, 0.10)
     assert not settled(jittery[:20], 0.1, POLICY)
     needed = next(n for n in range(10, 400) if settled(jittery[:n], 0.1, POLICY))
-    assert 50 <= needed <= 200  # about (0.93 * 0.05 / 0.005)^2 = 86
+    assert 50 <= needed <= 150  # about (0.93 * 0.10 / 0.01)^2 = 86
     assert median_error(jittery[:needed]) <= POLICY.target_error
 
 

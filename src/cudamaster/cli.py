@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -260,6 +261,7 @@ def bench_cmd(
     """Baseline vs library over many operators; results saved as JSON as they come."""
     from .bench.client import WorkerPool
     from .bench.evaluate import Evaluator, standard_impls
+    from .bench.prepare import Preparer
     from .device import targets as device_targets
     from .gpus import GpuLost, GpuPool
     from .report import report_json, score_impl, write_json
@@ -282,6 +284,9 @@ def bench_cmd(
     build_s = time.monotonic() - t_build
     t0 = time.monotonic()
     pool = WorkerPool()  # baseline and library workers live across the whole bench, per GPU
+    preparers: dict[str, Preparer] = {}  # per GPU: inputs and oracles made one case ahead
+    # on one GPU the jobs run in order, so each job's first case is prepared during the last
+    following = {id(j): n for j, n in itertools.pairwise(jobs)} if len(targets) == 1 else {}
     with (
         Progress(
             TextColumn("{task.description}"),
@@ -298,7 +303,10 @@ def bench_cmd(
             task, variant, s = job
             device = devices[gpu.uuid]
             progress.update(bar, description=f"{task.name} {variant} {s}")
+            if gpu.uuid not in preparers:
+                preparers[gpu.uuid] = Preparer()
             ev = Evaluator(task, variant, s, device.arch, base_seed=seed, pool=pool,
+                           preparer=preparers[gpu.uuid], then=following.get(id(job)),
                            progress=lambda m: progress.update(bar, description=m))  # fmt: skip
             try:
                 report = ev.run(standard_impls(task, variant))
@@ -316,7 +324,11 @@ def bench_cmd(
                         "build_s": build_s, "wall_s": time.monotonic() - t_build}, out)  # fmt: skip
             progress.advance(bar)
 
-        finished = GpuPool(targets).run(jobs, evaluate, done)
+        try:
+            finished = GpuPool(targets).run(jobs, evaluate, done)
+        finally:
+            for prep in preparers.values():
+                prep.close()
     summary = _bench_table(f"bench on {', '.join(sorted({d.name for d in devices.values()}))}")
     for (task, variant, s), (report, _) in zip(jobs, finished, strict=True):
         device = devices[report.gpu["uuid"]] if report.gpu else first
@@ -360,6 +372,14 @@ def profile_cmd(
     gpus: Annotated[
         str | None, typer.Option(help="With --calibrate: GPUs to use, 'all' or indices like 0,2.")
     ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="With --calibrate --out DIR: keep DIR/calibration.json's profiles taken on this "
+            "GPU model and profile only the other baselines.",
+        ),
+    ] = False,
     ray: Annotated[
         str | None,
         typer.Option(
@@ -374,7 +394,10 @@ def profile_cmd(
 
     if calibrate:
         names = [o.strip() for o in ops.split(",")] if ops else list(discover())
-        _calibrate([get_task(n) for n in names], _variants(dtype or Dtype.both), gpus, out, ray)
+        if resume and (out is None or ray is not None):
+            raise UserError("--resume needs --out DIR (the earlier calibration) and no --ray")
+        _calibrate([get_task(n) for n in names], _variants(dtype or Dtype.both), gpus, out, ray,
+                   resume)  # fmt: skip
         return
     if op is None or file is None:
         raise UserError("profile needs OP and FILE (or --calibrate)")
@@ -404,30 +427,37 @@ def profile_cmd(
 
 
 def _calibrate(
-    tasks: list, variants: list[str], gpus: str | None, out: Path | None, ray: str | None = None
+    tasks: list,
+    variants: list[str],
+    gpus: str | None,
+    out: Path | None,
+    ray: str | None = None,
+    resume: bool = False,
 ) -> None:
     """Profile every baseline (spread over the GPUs, or over a Ray cluster's), store the Otsu
     thresholds per device here, and report the classes (per dtype) and the summaries' token
-    counts under those thresholds."""
+    counts under those thresholds. With ``resume``, the profiles of an earlier run cut short
+    (out/calibration.json, same GPU model) are kept and only the rest are profiled."""
     from .bench.evaluate import Impl
     from .device import targets
     from .gpus import GpuPool
     from .profile import classify
-    from .profile.run import calibrate_from, profile
+    from .profile.run import calibrate_from, profile, report_from_dict
     from .profile.summary import render
     from .report import write_json
 
     jobs = [(t, v) for t in tasks for v in variants if t.source("baseline", v) is not None]
     reports: list = []
     placements: list[dict] = []  # with --ray: where each profile ran
+    model: str | None = None  # the GPU model of the local run
 
     def record(name: str, variant: str, rep) -> None:
         reports.append(rep)
         status = rep.bottleneck or f"profile missing: {rep.result.error}"
         err_console.print(f"{name} {variant}: {status} ({rep.result.wall_s:.1f} s)")
         if out:  # as they come, so that a run cut short keeps what it measured
-            write_json({"profiles": [asdict(r) for r in reports], "placements": placements},
-                       out / "calibration.json")  # fmt: skip
+            write_json({"gpu": model, "profiles": [asdict(r) for r in reports],
+                        "placements": placements}, out / "calibration.json")  # fmt: skip
 
     if ray is not None:
         if gpus is not None:
@@ -447,6 +477,10 @@ def _calibrate(
         RayPool(ray).run([(t.name, v) for t, v in jobs], profile_job, placed)
     else:
         chosen, devices = targets(gpus)
+        model = next(iter(devices.values())).name
+        if resume:
+            assert out is not None
+            jobs = _resumed(out / "calibration.json", model, jobs, reports, report_from_dict)
 
         def work(job: tuple, gpu) -> object:
             task, variant = job
@@ -680,6 +714,28 @@ def _prebuild(pairs: list, arch: str) -> None:
         ThreadPoolExecutor(workers) as pool,
     ):
         list(pool.map(one, impls))
+
+
+def _resumed(path: Path, model: str, jobs: list, reports: list, load) -> list:
+    """Move the successful profiles of ``path`` taken on ``model`` into ``reports``; returns the
+    jobs still to profile."""
+    if not path.is_file():
+        raise UserError(f"--resume: no earlier calibration at {path}")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--resume: {path} is not JSON ({exc})") from None
+    if data.get("gpu") != model:
+        raise UserError(f"--resume: {path} was taken on {data.get('gpu')!r}, this GPU is {model!r}")
+    wanted = {(t.name, v) for t, v in jobs}
+    kept = {}
+    for p in data.get("profiles", []):
+        if p["result"]["ok"] and (p["task"], p["variant"]) in wanted:
+            kept[(p["task"], p["variant"])] = load(p)
+    reports.extend(kept.values())
+    left = len(jobs) - len(kept)
+    err_console.print(f"resuming {path}: {len(kept)} profiles kept, {left} to take")
+    return [(t, v) for t, v in jobs if (t.name, v) not in kept]
 
 
 def _bench_table(title: str) -> Table:

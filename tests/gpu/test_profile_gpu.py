@@ -54,13 +54,16 @@ def test_a_kernel_that_crashes_under_the_profiler_gives_a_missing_profile(arch, 
 
 
 def test_calibration_over_the_baselines(record):
+    # CUDAMASTER_CALIBRATE_OPS=all: every baseline; CUDAMASTER_CALIBRATE_FROM=calibration.json of
+    # a run cut short (carried in the working tree): resumed, keeping its profiles
     ops = os.environ.get("CUDAMASTER_CALIBRATE_OPS", CORE)
     out = _out()
-    proc = subprocess.run(
-        [sys.executable, "-m", "cudamaster.cli", "profile", "--calibrate", "--ops", ops,
-         "--out", str(out)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    cmd = [sys.executable, "-m", "cudamaster.cli", "profile", "--calibrate", "--out", str(out)]
+    cmd += [] if ops == "all" else ["--ops", ops]
+    if earlier := os.environ.get("CUDAMASTER_CALIBRATE_FROM"):
+        shutil.copy(earlier, out / "calibration.json")
+        cmd.append("--resume")
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     (out / "calibration.txt").write_text(proc.stdout + proc.stderr)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (out / "calibration.json").exists()

@@ -5,14 +5,14 @@ the float64 oracle computed once; each implementation's first call is checked; t
 are timed together, turn by turn, until every one's median is known, so that clock drift cancels
 in their ratios; the output of the final timed turn's last call, on the input set that the
 first call did not use, is checked too (an implementation that caches, or leaves work running
-past the call, differs there); finally a fresh input set is checked again.
+past the call, differs there); finally a fresh input set is checked again. The inputs and
+oracles come from cudamaster.bench.prepare, one case ahead, and no preparation runs while
+anything is timed.
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +29,7 @@ from ..tasks import Case, Task
 from .build import BuildError, BuildResult, build
 from .client import WorkerClient, WorkerDied, WorkerPool
 from .comparer import comparer_library
-from .inputs import InputSet, case_seed, make_inputs
+from .prepare import N_SETS, CaseKey, Prepared, Preparer
 from .symbols import SymbolReport, check_library, defines_symbol
 from .timing import TimingPolicy, TimingStats, exhausted, settled, summarize
 from .verify import CheckResult, compare, recheck
@@ -37,7 +37,7 @@ from .verify import CheckResult, compare, recheck
 log = logging.getLogger(__name__)
 
 CHECK_SET, TIMING_SETS, RECHECK_SET = 0, (0, 1), 2
-N_SETS = 3
+assert RECHECK_SET < N_SETS
 
 
 @dataclass
@@ -149,7 +149,12 @@ class Evaluator:
         progress: Callable[[str], None] | None = None,
         work_dir: Path | None = None,
         pool: WorkerPool | None = None,
+        preparer: Preparer | None = None,
+        then: tuple[Task, str, str] | None = None,
     ) -> None:
+        """``preparer`` makes the inputs (one of its own when None); ``then`` is the (task,
+        variant, suite) that the same preparer serves next, whose first case it prepares
+        during this evaluation's last."""
         self.task, self.variant, self.suite, self.arch = task, variant, suite, arch
         self.policy = policy or TimingPolicy()
         self.base_seed = base_seed
@@ -158,6 +163,8 @@ class Evaluator:
         self.progress = progress or (lambda _msg: None)
         self.work_dir = work_dir
         self.pool = pool
+        self.preparer = preparer
+        self.then = then
         self.device: dict[str, Any] = {}
         self.phases: list[dict[str, float]] = []
         self._check_s = 0.0  # host time judging outputs, in the current case
@@ -249,35 +256,21 @@ class Evaluator:
         self._check_s += time.monotonic() - t0
         return bad
 
-    def _oracle(self, inputs: InputSet) -> dict[str, Any]:
-        values = inputs.values(self.dtypes)
-        out = self.task.oracle(values, dict(inputs.params), self.variant)
-        expected = {a["name"] for a in self.arg_specs if a["role"] not in ("input", "scalar")}
-        if set(out) != expected:
-            raise UserError(
-                f"{self.task.name}: oracle returned {sorted(out)}, "
-                f"expected outputs {sorted(expected)}"
-            )
-        return out
-
     # -- one case ---------------------------------------------------------------------------
-    def _run_case(self, case: Case, lives: list[_Live], root: Path) -> None:
+    def _run_case(
+        self, case: Case, lives: list[_Live], prep: Preparer, after: tuple[Task, str, Case] | None
+    ) -> None:
+        """One case; ``after`` is the case that the preparer is asked to make ahead."""
         t_case = time.monotonic()
-        seeds = [
-            case_seed(self.task.name, self.variant, case, s, self.base_seed) for s in range(N_SETS)
-        ]
         active = [lv for lv in lives if not lv.stop and lv.result.verdict == "pending"]
-        case_dir = root / f"case{case.index}"
-
-        def make(index: int) -> InputSet:
-            inp = make_inputs(self.task, case, self.variant, seeds[index])
-            inp.write(case_dir / f"set{index}")
-            return inp
-
-        sets = []
-        if active:  # the sets are independent: make and write them at once
-            with ThreadPoolExecutor(max_workers=N_SETS) as pool:
-                sets = list(pool.map(make, range(N_SETS)))
+        prepared: Prepared | None = None
+        if active:
+            prepared = prep.take(self.task, self.variant, case, self.base_seed)
+        if after is not None:
+            prep.ahead(after[0], after[1], after[2], self.base_seed)
+        sets = prepared.sets if prepared else []
+        key = CaseKey(str(self.task.folder), self.variant, case, self.base_seed)
+        seeds = key.seeds(self.task.name)
         params = dict(sets[0].params) if sets else dict(case.params)  # with derived ones (nnz)
         complexity = self.task.complexity(params, self.variant)
         results = {}
@@ -290,19 +283,12 @@ class Evaluator:
                 results[lv.impl.label].detail = (
                     lv.result.detail or "stopped after an earlier failure"
                 )
-        if not active:
+        if prepared is None:
             return
-        oracles = _Oracles(self._oracle, sets)
+        case_dir = prepared.case_dir
         self._check_s = 0.0
         mark = _Phases(case.index, t_case)
         mark("inputs")
-        log.info(
-            "%s %s case %d: inputs ready in %.1f s",
-            self.task.name,
-            self.variant,
-            case.index,
-            time.monotonic() - t_case,
-        )
         arg_bytes = [{**a, "nbytes": sets[0].nbytes.get(a["name"], 0)} for a in self.arg_specs]
         scalars = [inp.call_scalars for inp in sets]
 
@@ -334,7 +320,9 @@ class Evaluator:
                     "written after the call returned (work not ordered with the default stream)"
                 )
                 continue
-            res.checks, res.paper_rule_passed = self._check(_out(case_dir, lv), oracles[CHECK_SET])
+            res.checks, res.paper_rule_passed = self._check(
+                _out(case_dir, lv), prepared.oracle(CHECK_SET)
+            )
             bad = [c for c in res.checks if not c.passed]
             if bad:
                 res.verdict, res.detail = "wrong", "; ".join(c.summary() for c in bad)
@@ -344,9 +332,77 @@ class Evaluator:
         verdicts = {lv.impl.label: results[lv.impl.label].verdict for lv in active}
         log.info("first calls checked: %s", verdicts)
         mark("first_calls")
-        oracles.wait_all()
+        prepared.wait_oracles()  # no host work of the preparer overlaps the timed calls
         mark("oracle_wait")
-        # 2. timing, interleaved turn by turn
+        # 2. timing, interleaved turn by turn, with the preparer stopped
+        with prep.paused():
+            times, turn = self._time_turns(timed, results)
+        for lv in list(timed):  # the final turn's last output, still in the worker's buffers
+            label = lv.impl.label
+            try:
+                assert lv.worker is not None
+                lv.worker.request(self.call_timeout_s, cmd="save")
+            except WorkerDied as exc:
+                self._fail(lv, results[label], exc.verdict, exc.detail)
+                timed.remove(lv)
+                continue
+            if not self._timed_output_ok(
+                results[label], _out(case_dir, lv), prepared, TIMING_SETS[-1]
+            ):
+                timed.remove(lv)
+        for lv in timed:
+            results[lv.impl.label].cold = summarize(times[lv.impl.label])
+        log.info("timed in %d turns: %s", turn, {k: len(v) for k, v in times.items()})
+
+        mark("timing")
+        # 3. hot L2 (back-to-back calls, no flush), then 4. re-check on a fresh input set
+        for lv in list(timed):
+            res = results[lv.impl.label]
+            assert res.cold is not None
+            # a third of a second of hot calls is enough; at least 3
+            n_hot = max(3, min(self.policy.hot_samples, int(300 / max(res.cold.median_ms, 1e-3))))
+            try:
+                assert lv.worker is not None
+                with prep.paused():
+                    reply = lv.worker.request(
+                        self._batch_timeout(lv, n_hot + 1),
+                        cmd="time",
+                        n=n_hot + 1,
+                        mode="hot",
+                        sets=list(TIMING_SETS),
+                        start=0,
+                    )
+                res.hot = summarize(reply["times_ms"][1:])
+                reply = lv.worker.request(self.call_timeout_s, cmd="run", set=RECHECK_SET)
+            except WorkerDied as exc:
+                self._fail(lv, res, exc.verdict, exc.detail)
+                continue
+            bad = self._recheck(_out(case_dir, lv), prepared.oracle(RECHECK_SET))
+            if reply["changed_inputs"]:
+                res.verdict = "inputs_mutated"
+                res.detail = "a later call changed input(s) " + ", ".join(reply["changed_inputs"])
+            elif bad:
+                res.verdict = "wrong_on_fresh_inputs"
+                res.detail = "; ".join(c.summary() for c in bad)
+            else:
+                res.verdict = "ok"
+        for lv in active:
+            if lv.worker is not None:
+                try:
+                    lv.worker.request(60, cmd="release")
+                except WorkerDied as exc:
+                    self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
+        prepared.discard()
+        mark("finish")
+        mark.times["checks"] = round(self._check_s, 4)
+        mark.times["oracles"] = round(max(prepared.oracle_seconds, default=0.0), 4)
+        self.phases.append(mark.times)
+
+    def _time_turns(
+        self, timed: list[_Live], results: dict[str, CaseResult]
+    ) -> tuple[dict[str, list[float]], int]:
+        """Warm up, then timed turns over ``timed`` (those that fail leave it) until every
+        median is known; returns each one's cold times and the number of turns."""
         times: dict[str, list[float]] = {lv.impl.label: [] for lv in timed}
         spent: dict[str, float] = {lv.impl.label: 0.0 for lv in timed}
         batch: dict[str, int] = {}
@@ -402,66 +458,7 @@ class Evaluator:
                 spent[label] += time.monotonic() - t0
                 times[label] += reply["times_ms"][1:]  # the first call after a switch is dropped
             turn += 1
-        for lv in list(timed):  # the final turn's last output, still in the worker's buffers
-            label = lv.impl.label
-            try:
-                assert lv.worker is not None
-                lv.worker.request(self.call_timeout_s, cmd="save")
-            except WorkerDied as exc:
-                self._fail(lv, results[label], exc.verdict, exc.detail)
-                timed.remove(lv)
-                continue
-            if not self._timed_output_ok(
-                results[label], _out(case_dir, lv), oracles, TIMING_SETS[-1]
-            ):
-                timed.remove(lv)
-        for lv in timed:
-            results[lv.impl.label].cold = summarize(times[lv.impl.label])
-        log.info("timed in %d turns: %s", turn, {k: len(v) for k, v in times.items()})
-
-        mark("timing")
-        # 3. hot L2 (back-to-back calls, no flush), then 4. re-check on a fresh input set
-        for lv in list(timed):
-            res = results[lv.impl.label]
-            assert res.cold is not None
-            # a third of a second of hot calls is enough; at least 3
-            n_hot = max(3, min(pol.hot_samples, int(300 / max(res.cold.median_ms, 1e-3))))
-            try:
-                assert lv.worker is not None
-                reply = lv.worker.request(
-                    self._batch_timeout(lv, n_hot + 1),
-                    cmd="time",
-                    n=n_hot + 1,
-                    mode="hot",
-                    sets=list(TIMING_SETS),
-                    start=0,
-                )
-                res.hot = summarize(reply["times_ms"][1:])
-                reply = lv.worker.request(self.call_timeout_s, cmd="run", set=RECHECK_SET)
-            except WorkerDied as exc:
-                self._fail(lv, res, exc.verdict, exc.detail)
-                continue
-            bad = self._recheck(_out(case_dir, lv), oracles[RECHECK_SET])
-            if reply["changed_inputs"]:
-                res.verdict = "inputs_mutated"
-                res.detail = "a later call changed input(s) " + ", ".join(reply["changed_inputs"])
-            elif bad:
-                res.verdict = "wrong_on_fresh_inputs"
-                res.detail = "; ".join(c.summary() for c in bad)
-            else:
-                res.verdict = "ok"
-        for lv in active:
-            if lv.worker is not None:
-                try:
-                    lv.worker.request(60, cmd="release")
-                except WorkerDied as exc:
-                    self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
-        oracles.close()
-        shutil.rmtree(case_dir, ignore_errors=True)
-        mark("finish")
-        mark.times["checks"] = round(self._check_s, 4)
-        mark.times["oracles"] = round(max(oracles.seconds.values(), default=0.0), 4)
-        self.phases.append(mark.times)
+        return times, turn
 
     def _setup_all(
         self,
@@ -508,11 +505,11 @@ class Evaluator:
         self,
         res: CaseResult,
         out: Path,
-        oracles: _Oracles,
+        prepared: Prepared,
         set_index: int,
     ) -> bool:
         """Check a timed call's output; on a mismatch the verdict is wrong_when_timed."""
-        bad = self._recheck(out, oracles[set_index])
+        bad = self._recheck(out, prepared.oracle(set_index))
         if bad:
             res.verdict = "wrong_when_timed"
             res.detail = "a timed call's output was wrong: " + "; ".join(c.summary() for c in bad)
@@ -538,14 +535,21 @@ class Evaluator:
         cases = self.task.cases(self.suite)
         if self.case_filter is not None:
             cases = [c for c in cases if c.index in self.case_filter]
-        root = Path(tempfile.mkdtemp(prefix="cudamaster-", dir=self._scratch()))
+        prep = self.preparer or Preparer(self.work_dir)
+        following = None
+        if self.then is not None:
+            then_task, then_variant, then_suite = self.then
+            following = (then_task, then_variant, then_task.cases(then_suite)[0])
         try:
-            for case in cases:
+            for k, case in enumerate(cases):
                 self.progress(
                     f"{self.task.name} {self.variant} {self.suite} case {case.index}: {case.label}"
                 )
-                self._run_case(case, lives, root)
+                after = (self.task, self.variant, cases[k + 1]) if k + 1 < len(cases) else following
+                self._run_case(case, lives, prep, after)
         finally:
+            if self.preparer is None:
+                prep.close()
             for lv in lives:
                 if lv.worker is None:
                     continue
@@ -553,7 +557,6 @@ class Evaluator:
                     self.pool.give(lv.impl.label, lv.worker, lv.info)
                 else:
                     lv.worker.close()
-            shutil.rmtree(root, ignore_errors=True)
         for r in results:
             if r.verdict == "pending":
                 bad = [c for c in r.cases if not c.ok]
@@ -575,15 +578,6 @@ class Evaluator:
             phases=self.phases,
         )
 
-    def _scratch(self) -> str | None:
-        if self.work_dir is not None:
-            self.work_dir.mkdir(parents=True, exist_ok=True)
-            return str(self.work_dir)
-        shm = Path("/dev/shm")  # memory-backed, when it is large enough for big input sets
-        if shm.is_dir() and shutil.disk_usage(shm).free >= 16 << 30:
-            return str(shm)
-        return None
-
 
 class _Phases:
     """Seconds spent in each phase of one case, marked at each phase's end."""
@@ -596,37 +590,6 @@ class _Phases:
         now = time.monotonic()
         self.times[phase] = round(now - self._last, 4)
         self._last = now
-
-
-class _Oracles:
-    """The oracle of each input set, all computed at once in the background while the GPU runs
-    the first calls (numpy releases the GIL), each waited for when a check needs it.
-    """
-
-    def __init__(self, compute: Callable[[InputSet], dict[str, Any]], sets: list[InputSet]):
-        self.seconds: dict[int, float] = {}  # each finished oracle's compute time
-        self._pool = ThreadPoolExecutor(max_workers=max(1, len(sets)))
-        self._futures = {
-            i: self._pool.submit(self._timed, compute, s, i) for i, s in enumerate(sets)
-        }
-
-    def _timed(self, compute: Callable[[InputSet], dict[str, Any]], s: InputSet, i: int):
-        t0 = time.monotonic()
-        out = compute(s)
-        self.seconds[i] = time.monotonic() - t0
-        log.info("oracle of set %d in %.1f s", i, self.seconds[i])
-        return out
-
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        return self._futures[index].result()
-
-    def wait_all(self) -> None:
-        """Block until every oracle is done, so that no host work overlaps the timed calls."""
-        for f in self._futures.values():
-            f.exception()
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _out(case_dir: Path, live: _Live) -> Path:

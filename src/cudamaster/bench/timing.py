@@ -15,8 +15,8 @@ class TimingPolicy:
     The median's standard error is estimated from the spread: for near-normal samples the IQR
     is 1.35 sigma and the median's standard error 1.25 sigma / sqrt(n), so it is about
     0.93 * IQR / sqrt(n). Repetition stops when that is at most ``target_error`` of the
-    median: 10 samples suffice at a 1.7% spread, a 5% spread (microsecond kernels, where launch
-    jitter is a large fraction) needs about 90 and a 10% spread about 350."""
+    median: 10 samples suffice at a 3.4% spread, a 5% spread (microsecond kernels, where launch
+    jitter is a large fraction) needs about 22, a 10% spread about 87 and a 15% one the cap."""
 
     warmup: int = 3  # untimed calls before the first turn, at most; fewer for slow calls
     warmup_s: float = 0.05  # ... enough of them to fill this
@@ -24,8 +24,8 @@ class TimingPolicy:
     turn_s: float = 0.005  # fast calls get longer turns, up to max_batch, to save round trips
     max_batch: int = 41
     min_samples: int = 10
-    max_samples: int = 400
-    target_error: float = 0.005  # estimated standard error of the median / median
+    max_samples: int = 200
+    target_error: float = 0.01  # estimated standard error of the median / median
     time_cap_s: float = 2.0  # per implementation and case
     hot_samples: int = 10
 

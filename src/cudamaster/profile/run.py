@@ -15,7 +15,7 @@ from ..dtypes import concrete
 from ..errors import UserError
 from ..tasks import Case, Task
 from . import classify
-from .ncu import ProfileResult, run_ncu
+from .ncu import KernelProfile, ProfileResult, run_ncu
 from .summary import MODES, Summary, render
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,22 @@ def profile(
         report.summaries = {m: render(result.aggregate, m, thresholds) for m in MODES}
         report.bottleneck = report.summaries["filtered"].bottleneck
     return report
+
+
+def report_from_dict(data: dict) -> ProfileReport:
+    """A ProfileReport as ``dataclasses.asdict`` wrote it (a calibration's JSON)."""
+    res = dict(data["result"])
+    res["kernels"] = [KernelProfile(**k) for k in res.get("kernels", [])]
+    return ProfileReport(
+        task=data["task"],
+        variant=data["variant"],
+        case=data["case"],
+        label=data["label"],
+        result=ProfileResult(**res),
+        thresholds=classify.Thresholds(**data["thresholds"]),
+        bottleneck=data.get("bottleneck"),
+        summaries={k: Summary(**v) for k, v in data.get("summaries", {}).items()},
+    )
 
 
 def calibrate_from(reports: list[ProfileReport]) -> classify.Thresholds:
