@@ -13,7 +13,7 @@ import pytest
 
 from cudamaster.bench.inputs import make_inputs
 from cudamaster.bench.prepare import N_SETS, Preparer, oracle_of
-from cudamaster.dtypes import STORAGE
+from cudamaster.dtypes import STORAGE, concrete, to_storage
 from cudamaster.errors import UserError
 from cudamaster.tasks import Case, get_task
 
@@ -30,7 +30,16 @@ def _state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
-def test_prepared_sets_and_oracles_are_those_made_in_this_process(preparer):
+def _write_outputs(folder: Path, values: dict, variant: str, task) -> None:
+    """Outputs as a worker leaves them: each the oracle's value in storage, one file each."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, value in values.items():
+        ref = value[0] if isinstance(value, tuple) else value
+        dtype = concrete(next(a for a in task.spec.args if a.name == name).dtype, variant)
+        to_storage(np.asarray(ref).reshape(-1), dtype).tofile(folder / f"{name}.bin")
+
+
+def test_prepared_sets_are_those_made_here_and_judged_against_their_oracles(preparer, tmp_path):
     task = get_task("softmax")  # its oracle returns values and a magnitude
     case = task.cases("paper")[0]
     got = preparer.take(task, "bf16", case, base_seed=5)
@@ -42,15 +51,21 @@ def test_prepared_sets_and_oracles_are_those_made_in_this_process(preparer):
         for name, arr in here.stored.items():
             written = np.fromfile(got.case_dir / f"set{i}" / f"{name}.bin", dtype=STORAGE["bf16"])
             assert np.array_equal(written, arr)
-        expected = oracle_of(task, "bf16", here)
-        oracle = got.oracle(i)
-        assert set(oracle) == set(expected)
-        for name, value in expected.items():
-            for a, b in zip(oracle[name], value, strict=True):  # (values, magnitude)
-                assert np.array_equal(np.asarray(a), np.asarray(b, dtype=np.float64))
-    assert len(got.oracle_seconds) == N_SETS
+        right = oracle_of(task, "bf16", here)
+        _write_outputs(tmp_path / f"right{i}", right, "bf16", task)
+        [verdict] = got.judge(i, tmp_path / f"right{i}")
+        assert verdict.passed and verdict.paper_rule_passed
+        assert got.judge(i, tmp_path / f"right{i}", full=False) == []  # nothing failing
+    # set 1's correct output is wrong for set 0 (the sets differ): both judgements say so
+    [verdict] = got.judge(0, tmp_path / "right1")
+    assert not verdict.passed and verdict.failed > 0
+    [failing] = got.judge(0, tmp_path / "right1", full=False)
+    assert failing.failed == verdict.failed
+    assert sorted(got.oracle_seconds) == list(range(N_SETS))
     got.discard()
     assert not got.case_dir.exists()
+    with pytest.raises(UserError, match="dropped"):
+        got.judge(0, tmp_path / "right0")
 
 
 def test_a_case_asked_for_ahead_is_the_one_taken_and_a_case_not_taken_is_dropped(preparer):
@@ -63,13 +78,12 @@ def test_a_case_asked_for_ahead_is_the_one_taken_and_a_case_not_taken_is_dropped
     dropped = preparer._ahead
     third = preparer.take(task, "fp32", task.cases("paper")[2], 0)  # not the one asked for
     assert third is not dropped and third.case_dir.exists()
-    third.oracle(0)  # the helper answers in order: the dropped case is done by now
-    assert not dropped.case_dir.exists()
+    assert not dropped.case_dir.exists() and dropped.rid not in preparer._cases
 
 
 def test_the_helper_is_stopped_inside_paused_and_runs_again_after(preparer):
     task = get_task("vector_add")
-    preparer.take(task, "fp32", task.cases("paper")[0], 0).wait_oracles()
+    preparer.take(task, "fp32", task.cases("paper")[0], 0)
     pid = preparer._proc.pid
     with preparer.paused():
         with preparer.paused():  # nested: still stopped until the outer block ends
@@ -84,27 +98,27 @@ def test_a_generator_error_is_one_line_and_the_helper_goes_on(preparer):
     task = get_task("vector_add")
     bad = Case("paper", 99, {"N": -5})  # a negative size
     with pytest.raises(UserError) as err:
-        preparer.take(task, "fp32", bad, 0).wait_oracles()
+        preparer.take(task, "fp32", bad, 0)
     assert "\n" not in str(err.value) and "case 99" in str(err.value)
-    assert preparer.take(task, "fp32", task.cases("paper")[0], 0).oracle(0)
+    assert preparer.take(task, "fp32", task.cases("paper")[0], 0).sets
 
 
 def test_a_helper_that_dies_is_an_error_and_the_next_request_gets_a_new_one(preparer):
     task = get_task("vector_add")
-    preparer.take(task, "fp32", task.cases("paper")[0], 0).wait_oracles()
+    preparer.take(task, "fp32", task.cases("paper")[0], 0)
     with preparer.paused():  # stopped: the request below cannot be answered before the kill
         preparer.ahead(task, "fp32", task.cases("paper")[1], 0)
         os.kill(preparer._proc.pid, signal.SIGKILL)
-        preparer._proc.join(5)
+        preparer._proc.wait(5)
     with pytest.raises(UserError, match="died"):
         preparer.take(task, "fp32", task.cases("paper")[1], 0)
-    assert preparer.take(task, "fp32", task.cases("paper")[1], 0).oracle(1)
+    assert preparer.take(task, "fp32", task.cases("paper")[1], 0).sets
 
 
 def test_close_removes_every_case_folder(tmp_path):
     prep = Preparer(tmp_path)
     task = get_task("vector_add")
-    prep.take(task, "fp32", task.cases("paper")[0], 0).wait_oracles()
+    prep.take(task, "fp32", task.cases("paper")[0], 0)
     prep.ahead(task, "fp32", task.cases("paper")[1], 0)
     root = prep.root
     prep.close()

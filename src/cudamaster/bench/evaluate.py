@@ -6,8 +6,8 @@ are timed together, turn by turn, until every one's median is known, so that clo
 in their ratios; the output of the final timed turn's last call, on the input set that the
 first call did not use, is checked too (an implementation that caches, or leaves work running
 past the call, differs there); finally a fresh input set is checked again. The inputs and
-oracles come from cudamaster.bench.prepare, one case ahead, and no preparation runs while
-anything is timed.
+oracles come from cudamaster.bench.prepare, one case ahead, which also judges the outputs;
+no preparation runs while anything is timed.
 """
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from ..dtypes import STORAGE, concrete
+from ..dtypes import concrete
 from ..errors import UserError
 from ..gpus import pinned
 from ..tasks import Case, Task
@@ -32,7 +30,7 @@ from .comparer import comparer_library
 from .prepare import N_SETS, CaseKey, Prepared, Preparer
 from .symbols import SymbolReport, check_library, defines_symbol
 from .timing import TimingPolicy, TimingStats, exhausted, settled, summarize
-from .verify import CheckResult, compare, recheck
+from .verify import CheckResult
 
 log = logging.getLogger(__name__)
 
@@ -96,10 +94,10 @@ class EvalReport:
     impls: list[ImplResult]
     wall_s: float = 0.0
     gpu: dict[str, Any] | None = None  # the GPU this ran on, when pinned (cudamaster.gpus)
-    # per case, where the coordinator's wall time went (seconds): inputs made and written,
-    # input sets loaded by the workers, first calls checked, waiting for the oracles, timed
-    # turns, hot timing and the re-check; "checks" is the part of those spent judging outputs
-    # on the host, "oracles" the longest oracle (they run at once, behind the first calls)
+    # per case, where the coordinator's wall time went (seconds): waiting for the inputs, input
+    # sets loaded by the workers, first calls checked, timed turns, hot timing and the
+    # re-check; "checks" is the part of those spent waiting for judged outputs (and so for
+    # the oracles), "oracles" the longest oracle (computed by the preparer, one case ahead)
     phases: list[dict[str, float]] = field(default_factory=list)
 
     def impl(self, label: str) -> ImplResult | None:
@@ -220,39 +218,18 @@ class Evaluator:
             live.stop = True
 
     # -- checking ---------------------------------------------------------------------------
-    def _outputs(self, out_dir: Path, oracle: dict[str, Any]):
-        """Per output: its name, the stored output as the call left it, the oracle's value and
-        magnitude, and its dtype."""
-        for name, expected in oracle.items():
-            ref, mag = expected if isinstance(expected, tuple) else (expected, None)
-            dtype = self.dtypes[name]
-            got = np.memmap(out_dir / f"{name}.bin", dtype=STORAGE[dtype], mode="r")
-            yield name, got, ref, mag, dtype
-
-    def _check(self, out_dir: Path, oracle: dict[str, Any]) -> tuple[list[CheckResult], bool]:
-        """The full verdict on every output, with the original benchmark's rule."""
+    def _check(self, prepared: Prepared, out_dir: Path) -> tuple[list[CheckResult], bool]:
+        """The full verdict on every output of the first call, with the original benchmark's
+        rule."""
         t0 = time.monotonic()
-        checks = []
-        tol = self.task.spec.tolerance[self.variant]
-        for name, got, ref, mag, dtype in self._outputs(out_dir, oracle):
-            try:
-                checks.append(
-                    compare(name, got, ref, mag, tol, self.task.spec.paper_rule, dtype, True)
-                )
-            except ValueError as exc:  # a task whose oracle and output shapes disagree
-                raise UserError(f"{self.task.name}: {exc}") from None
+        checks = prepared.judge(CHECK_SET, out_dir, full=True)
         self._check_s += time.monotonic() - t0
         return checks, all(c.paper_rule_passed for c in checks)
 
-    def _recheck(self, out_dir: Path, oracle: dict[str, Any]) -> list[CheckResult]:
-        """The outputs judged again (after the first call passed): the failing ones."""
+    def _recheck(self, prepared: Prepared, index: int, out_dir: Path) -> list[CheckResult]:
+        """The outputs of a later call on set ``index`` judged again: the failing ones."""
         t0 = time.monotonic()
-        bad = []
-        tol = self.task.spec.tolerance[self.variant]
-        for name, got, ref, mag, dtype in self._outputs(out_dir, oracle):
-            failed = recheck(name, got, ref, mag, tol, dtype, stored=True)
-            if failed is not None:
-                bad.append(failed)
+        bad = prepared.judge(index, out_dir, full=False)
         self._check_s += time.monotonic() - t0
         return bad
 
@@ -320,9 +297,7 @@ class Evaluator:
                     "written after the call returned (work not ordered with the default stream)"
                 )
                 continue
-            res.checks, res.paper_rule_passed = self._check(
-                _out(case_dir, lv), prepared.oracle(CHECK_SET)
-            )
+            res.checks, res.paper_rule_passed = self._check(prepared, _out(case_dir, lv))
             bad = [c for c in res.checks if not c.passed]
             if bad:
                 res.verdict, res.detail = "wrong", "; ".join(c.summary() for c in bad)
@@ -332,8 +307,6 @@ class Evaluator:
         verdicts = {lv.impl.label: results[lv.impl.label].verdict for lv in active}
         log.info("first calls checked: %s", verdicts)
         mark("first_calls")
-        prepared.wait_oracles()  # no host work of the preparer overlaps the timed calls
-        mark("oracle_wait")
         # 2. timing, interleaved turn by turn, with the preparer stopped
         with prep.paused():
             times, turn = self._time_turns(timed, results)
@@ -377,7 +350,7 @@ class Evaluator:
             except WorkerDied as exc:
                 self._fail(lv, res, exc.verdict, exc.detail)
                 continue
-            bad = self._recheck(_out(case_dir, lv), prepared.oracle(RECHECK_SET))
+            bad = self._recheck(prepared, RECHECK_SET, _out(case_dir, lv))
             if reply["changed_inputs"]:
                 res.verdict = "inputs_mutated"
                 res.detail = "a later call changed input(s) " + ", ".join(reply["changed_inputs"])
@@ -395,7 +368,7 @@ class Evaluator:
         prepared.discard()
         mark("finish")
         mark.times["checks"] = round(self._check_s, 4)
-        mark.times["oracles"] = round(max(prepared.oracle_seconds, default=0.0), 4)
+        mark.times["oracles"] = round(max(prepared.oracle_seconds.values(), default=0.0), 4)
         self.phases.append(mark.times)
 
     def _time_turns(
@@ -509,7 +482,7 @@ class Evaluator:
         set_index: int,
     ) -> bool:
         """Check a timed call's output; on a mismatch the verdict is wrong_when_timed."""
-        bad = self._recheck(out, prepared.oracle(set_index))
+        bad = self._recheck(prepared, set_index, out)
         if bad:
             res.verdict = "wrong_when_timed"
             res.detail = "a timed call's output was wrong: " + "; ".join(c.summary() for c in bad)

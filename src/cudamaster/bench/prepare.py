@@ -1,9 +1,11 @@
-"""Input sets and oracles, made one case ahead in a helper process that stops while the GPU times.
+"""Input sets, their oracles and the judging of outputs, in a helper process one case ahead.
 
 Making a case's seeded input sets and computing their float64 oracles is host work of up to
 seconds per case. The coordinator asks for the next case as soon as it starts one; a helper
-process (spawned once, it serves requests in order) makes the sets, writes them where the
-workers load them, and stores each oracle next to them, so that the GPU rarely waits.
+process (spawned once) makes the sets, writes them where the workers load them, and computes
+each set's oracle, so that the GPU rarely waits. The oracles stay in the helper's memory: the
+coordinator asks the helper to judge the outputs that the workers leave in files
+(cudamaster.bench.verify), so that no oracle (up to 12 GiB per set) is ever copied.
 
 Timed calls must not share the host with that work: the coordinator stops the helper with
 SIGSTOP for every timed stretch (``Preparer.paused``) and lets it go on afterwards, so no
@@ -15,13 +17,17 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
-import multiprocessing
 import os
+import queue
 import shutil
 import signal
+import socket
+import subprocess
+import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
@@ -30,15 +36,16 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import concrete
+from ..dtypes import STORAGE, concrete
 from ..errors import UserError
 from ..tasks import Case, Task, load_task
+from .client import worker_env
 from .inputs import InputSet, case_seed, make_inputs
+from .verify import CheckResult, compare, recheck
 
 log = logging.getLogger(__name__)
 
 N_SETS = 3  # input sets per case: the first call's, the second timing set, the re-check's
-MAPPED_BYTES = 1 << 20  # oracles larger than this are mapped from their file, not read
 
 
 @dataclass(frozen=True)
@@ -56,32 +63,31 @@ class CaseKey:
 
 @dataclass
 class Prepared:
-    """One case's input sets (written under ``case_dir``; their values are not kept here) and,
-    once computed, their oracles."""
+    """One case's input sets (written under ``case_dir``; their values are not kept here), and
+    the judge of outputs against their oracles (held by the helper)."""
 
+    rid: int
     key: CaseKey
     seeds: list[int]
     case_dir: Path
     sets: list[InputSet] = field(default_factory=list)
-    oracle_seconds: list[float] = field(default_factory=list)
+    oracle_seconds: dict[int, float] = field(default_factory=dict)  # per set, once computed
+    done: bool = False  # every oracle computed (or an error)
     error: str | None = None
     _owner: Preparer | None = field(default=None, repr=False)
-    _oracles: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
 
-    def oracle(self, index: int) -> dict[str, Any]:
-        """The oracle of set ``index``: per output its values, or (values, magnitude); waits for
-        the helper where it is still computing."""
-        if not self.oracle_seconds and self._owner is not None:
-            self._owner._wait(self, "oracles")
-        if index not in self._oracles:
-            self._oracles[index] = _load_oracle(self.case_dir / f"oracle{index}")
-        return self._oracles[index]
-
-    def wait_oracles(self) -> None:
-        self.oracle(0)
+    def judge(self, index: int, out_dir: Path, full: bool = True) -> list[CheckResult]:
+        """The outputs in ``out_dir`` judged against set ``index``'s oracle (waiting for it):
+        with ``full`` every output's verdict with the original benchmark's rule
+        (verify.compare), else only the failing outputs (verify.recheck)."""
+        if self._owner is None:
+            raise UserError("a dropped case cannot judge outputs")
+        return self._owner._judge(self, index, out_dir, full)
 
     def discard(self) -> None:
-        self._oracles.clear()
+        """Free the case: its files here, its oracles in the helper."""
+        if self._owner is not None:
+            self._owner._drop(self)
         shutil.rmtree(self.case_dir, ignore_errors=True)
 
 
@@ -90,9 +96,10 @@ class Preparer:
 
     def __init__(self, scratch: Path | None = None) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="cudamaster-", dir=scratch_dir(scratch)))
-        self._proc: multiprocessing.process.BaseProcess | None = None
+        self._proc: subprocess.Popen | None = None
         self._conn: Connection | None = None
-        self._inflight: dict[int, Prepared] = {}  # asked for, final message not yet read
+        self._cases: dict[int, Prepared] = {}  # asked for and not discarded
+        self._verdicts: dict[int, tuple[bool, Any]] = {}  # judge replies, by request id
         self._ahead: Prepared | None = None
         self._next_id = 0
         self._pauses = 0
@@ -109,109 +116,131 @@ class Preparer:
 
     def take(self, task: Task, variant: str, case: Case, base_seed: int) -> Prepared:
         """The case's input sets, written (prepared ahead, or now); raises UserError when the
-        task's generator or oracle failed. The oracles may still be computing."""
+        task's generator failed. Its oracles may still be computing."""
         key = CaseKey(str(task.folder), variant, case, base_seed)
         if self._ahead is not None and self._ahead.key == key:
             prepared, self._ahead = self._ahead, None
         else:
             self._drop_ahead()
             prepared = self._ask(task, key)
-        self._wait(prepared, "inputs")
+        self._pump(lambda: bool(prepared.sets) or prepared.error is not None)
+        if prepared.error is not None:
+            raise UserError(prepared.error)
         return prepared
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
         """No preparation runs inside this block (the helper is stopped, then continued)."""
         proc = self._proc
-        stop = proc is not None and proc.is_alive() and proc.pid is not None
+        stop = proc is not None and proc.poll() is None
         if stop and self._pauses == 0:
-            os.kill(proc.pid, signal.SIGSTOP)  # type: ignore[union-attr, arg-type]
-            _until_stopped(proc.pid)  # type: ignore[union-attr, arg-type]
+            assert proc is not None
+            proc.send_signal(signal.SIGSTOP)
+            _until_stopped(proc.pid)
         self._pauses += 1
         try:
             yield
         finally:
             self._pauses -= 1
             if stop and self._pauses == 0:
+                assert proc is not None
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGCONT)  # type: ignore[union-attr, arg-type]
+                    proc.send_signal(signal.SIGCONT)
 
     def close(self) -> None:
         self._ahead = None
         proc, self._proc = self._proc, None
-        if proc is not None and proc.pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGKILL)  # works on a stopped process too
-            proc.join(5)
+        if proc is not None:
+            proc.kill()  # SIGKILL works on a stopped process too
+            proc.wait(5)
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-        self._inflight.clear()
+        self._cases.clear()
         shutil.rmtree(self.root, ignore_errors=True)
 
-    # -- the helper -------------------------------------------------------------------------
+    # -- talking to the helper --------------------------------------------------------------
     def _ask(self, task: Task, key: CaseKey) -> Prepared:
-        if self._proc is None or not self._proc.is_alive():
+        if self._conn is None or self._proc is None or self._proc.poll() is not None:
             self._start()
-        assert self._conn is not None
         self._next_id += 1
         rid = self._next_id
-        prepared = Prepared(key, key.seeds(task.name), self.root / f"r{rid}", _owner=self)
-        self._inflight[rid] = prepared
-        self._conn.send((rid, key, str(prepared.case_dir)))
+        prepared = Prepared(rid, key, key.seeds(task.name), self.root / f"r{rid}", _owner=self)
+        self._cases[rid] = prepared
+        self._send(("prepare", rid, key, str(prepared.case_dir)))
         return prepared
+
+    def _judge(self, prepared: Prepared, index: int, out_dir: Path, full: bool) -> list:
+        self._next_id += 1
+        jid = self._next_id
+        self._send(("judge", jid, prepared.rid, index, str(out_dir), full))
+        self._pump(lambda: jid in self._verdicts or prepared.error is not None)
+        if jid not in self._verdicts:
+            raise UserError(prepared.error or "the input-preparation process ended")
+        ok, payload = self._verdicts.pop(jid)
+        if not ok:
+            raise UserError(payload)
+        return payload
+
+    def _drop(self, prepared: Prepared) -> None:
+        prepared._owner = None
+        if self._cases.pop(prepared.rid, None) is not None and self._conn is not None:
+            with contextlib.suppress(OSError):
+                self._send(("drop", prepared.rid))
+
+    def _drop_ahead(self) -> None:
+        dropped, self._ahead = self._ahead, None
+        if dropped is not None:
+            dropped.discard()
+
+    def _send(self, msg: tuple) -> None:
+        assert self._conn is not None
+        self._conn.send(msg)
 
     def _start(self) -> None:
         if self._conn is not None:
             self._conn.close()
-        for lost in self._inflight.values():
+        for lost in self._cases.values():
             lost.error = lost.error or "the input-preparation process ended"
-        self._inflight.clear()
-        ctx = multiprocessing.get_context("spawn")  # not fork: the coordinator has threads
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child,), daemon=True, name="cm-prepare")
-        self._proc.start()
-        child.close()
+        self._cases.clear()
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+        # a fresh interpreter (not fork: the coordinator has threads), talking over a socket
+        ours, theirs = socket.socketpair()
+        with theirs:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "cudamaster.bench.prepare", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                env=worker_env(),
+                stdin=subprocess.DEVNULL,
+            )
+        self._conn = Connection(ours.detach())
 
-    def _wait(self, prepared: Prepared, stage: str) -> None:
-        """Read the helper's messages until ``prepared`` has reached ``stage``."""
-
-        def reached() -> bool:
-            if prepared.error is not None:
-                return True
-            return bool(prepared.sets) if stage == "inputs" else bool(prepared.oracle_seconds)
-
-        while not reached():
+    def _pump(self, until: Callable[[], bool]) -> None:
+        """Read the helper's messages until ``until()`` holds."""
+        while not until():
             assert self._conn is not None and self._pauses == 0
             try:
-                rid, kind, payload = self._conn.recv()
+                kind, ident, payload = self._conn.recv()
             except (EOFError, OSError):
-                prepared.error = "the input-preparation process died (out of host memory?)"
-                self._start()  # the next request gets a fresh helper
-                break
-            entry = self._inflight.get(rid)
-            if entry is None:
+                for lost in self._cases.values():
+                    lost.error = "the input-preparation process died (out of host memory?)"
+                self._conn = None
+                return
+            if kind == "judged":
+                self._verdicts[ident] = payload
+                continue
+            entry = self._cases.get(ident)
+            if entry is None:  # discarded already
                 continue
             if kind == "inputs":
                 entry.sets = payload
-            elif kind == "oracles":
-                entry.oracle_seconds = payload
+            elif kind == "oracle":
+                entry.oracle_seconds[payload[0]] = payload[1]
+            elif kind == "done":
+                entry.done = True
             else:
-                entry.error = payload
-            if kind != "inputs":
-                del self._inflight[rid]
-                if entry._owner is None:  # dropped before it was done
-                    entry.discard()
-        if prepared.error is not None:
-            raise UserError(prepared.error)
-
-    def _drop_ahead(self) -> None:
-        dropped, self._ahead = self._ahead, None
-        if dropped is None:
-            return
-        dropped._owner = None
-        if dropped.error is not None or dropped.oracle_seconds:
-            dropped.discard()  # done already; otherwise discarded when its last message comes
+                entry.error, entry.done = payload, True
 
 
 def _until_stopped(pid: int, limit_s: float = 2.0) -> None:
@@ -240,55 +269,6 @@ def scratch_dir(work_dir: Path | None = None) -> str | None:
     return None
 
 
-# -- inside the helper process -------------------------------------------------------------
-def _serve(conn: Connection) -> None:
-    """Serve preparation requests in order until the pipe closes."""
-    _die_with_parent()
-    tasks: dict[str, Task] = {}
-    while True:
-        try:
-            rid, key, case_dir = conn.recv()
-        except (EOFError, OSError):
-            return
-        where = f"{Path(key.folder).name} {key.variant} {key.case.suite} case {key.case.index}"
-        try:
-            if key.folder not in tasks:
-                tasks[key.folder] = load_task(Path(key.folder))
-            seconds = _prepare(tasks[key.folder], key, Path(case_dir), conn, rid)
-        except UserError as exc:
-            conn.send((rid, "error", f"{where}: {exc}"))
-        except Exception as exc:  # a bug in a task's generator or oracle: one line, go on
-            conn.send((rid, "error", f"{where}: {type(exc).__name__}: {exc}"))
-        else:
-            conn.send((rid, "oracles", seconds))
-
-
-def _prepare(task: Task, key: CaseKey, case_dir: Path, conn: Connection, rid: int) -> list[float]:
-    """Make and write the sets (then say so), compute and store their oracles; returns each
-    oracle's seconds."""
-    seeds = key.seeds(task.name)
-
-    def make(index: int) -> InputSet:
-        inp = make_inputs(task, key.case, key.variant, seeds[index])
-        inp.write(case_dir / f"set{index}")
-        return inp
-
-    t0 = time.monotonic()
-    with ThreadPoolExecutor(max_workers=N_SETS) as pool:  # the sets are independent
-        sets = list(pool.map(make, range(N_SETS)))
-    log.info("%s %s case %d: inputs ready in %.1f s", task.name, key.variant, key.case.index,
-             time.monotonic() - t0)  # fmt: skip
-    conn.send((rid, "inputs", [replace(s, stored={}) for s in sets]))  # values stay in files
-
-    def oracle(index: int) -> float:
-        t = time.monotonic()
-        _save_oracle(oracle_of(task, key.variant, sets[index]), case_dir / f"oracle{index}")
-        return time.monotonic() - t
-
-    with ThreadPoolExecutor(max_workers=N_SETS) as pool:  # numpy releases the GIL
-        return list(pool.map(oracle, range(N_SETS)))
-
-
 def oracle_of(task: Task, variant: str, inputs: InputSet) -> dict[str, Any]:
     """The task's float64 oracle on one input set, checked to give exactly the outputs."""
     dtypes = {a.name: concrete(a.dtype, variant) for a in task.spec.args}
@@ -301,29 +281,157 @@ def oracle_of(task: Task, variant: str, inputs: InputSet) -> dict[str, Any]:
     return out
 
 
-def _save_oracle(out: dict[str, Any], folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, value in out.items():
-        ref, mag = value if isinstance(value, tuple) else (value, None)
-        np.save(folder / f"{name}.ref.npy", np.asarray(ref, dtype=np.float64))
-        if mag is not None:
-            np.save(folder / f"{name}.mag.npy", np.asarray(mag, dtype=np.float64))
+# -- inside the helper process -------------------------------------------------------------
+class _Helper:
+    """The helper's state: requests arrive on the main thread; cases are prepared in order on
+    one thread; judging runs on others, each waiting for the oracle it needs."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.send_lock = threading.Lock()
+        self.lock = threading.Lock()
+        self.tasks: dict[str, Task] = {}
+        self.keys: dict[int, CaseKey] = {}
+        self.oracles: dict[int, dict[int, dict[str, Any]]] = {}
+        self.ready: dict[int, list[threading.Event]] = {}
+        self.errors: dict[int, str] = {}
+        self.work: queue.Queue[tuple[int, CaseKey, Path]] = queue.Queue()
+        self.judges = ThreadPoolExecutor(max_workers=2)
+
+    def send(self, msg: tuple) -> None:
+        with self.send_lock:
+            self.conn.send(msg)
+
+    def serve(self) -> None:
+        threading.Thread(target=self._prepare_loop, daemon=True).start()
+        while True:
+            try:
+                msg = self.conn.recv()
+            except (EOFError, OSError):
+                os._exit(0)
+            if msg[0] == "prepare":
+                _, rid, key, case_dir = msg
+                with self.lock:
+                    self.keys[rid] = key
+                    self.oracles[rid] = {}
+                    self.ready[rid] = [threading.Event() for _ in range(N_SETS)]
+                self.work.put((rid, key, Path(case_dir)))
+            elif msg[0] == "judge":
+                self.judges.submit(self._judge, *msg[1:])
+            elif msg[0] == "drop":
+                with self.lock:
+                    self.oracles.pop(msg[1], None)
+                    self.keys.pop(msg[1], None)
+                    for event in self.ready.pop(msg[1], []):
+                        event.set()
+
+    def _task(self, key: CaseKey) -> Task:
+        with self.lock:
+            if key.folder not in self.tasks:
+                self.tasks[key.folder] = load_task(Path(key.folder))
+            return self.tasks[key.folder]
+
+    def _prepare_loop(self) -> None:
+        while True:
+            rid, key, case_dir = self.work.get()
+            with self.lock:
+                if rid not in self.keys:
+                    continue  # dropped before its turn
+            try:
+                self._prepare(rid, key, self._task(key), case_dir)
+            except Exception as exc:  # the task's generator or oracle: one line, go on
+                where = f"{Path(key.folder).name} {key.variant} {key.case.suite} case "
+                detail = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+                with self.lock:
+                    self.errors[rid] = f"{where}{key.case.index}: {detail}"
+                    for event in self.ready.get(rid, []):
+                        event.set()
+                self.send(("error", rid, self.errors[rid]))
+            else:
+                self.send(("done", rid, None))
+
+    def _prepare(self, rid: int, key: CaseKey, task: Task, case_dir: Path) -> None:
+        seeds = key.seeds(task.name)
+
+        def make(index: int) -> InputSet:
+            inp = make_inputs(task, key.case, key.variant, seeds[index])
+            inp.write(case_dir / f"set{index}")
+            return inp
+
+        with ThreadPoolExecutor(max_workers=N_SETS) as pool:  # the sets are independent
+            sets = list(pool.map(make, range(N_SETS)))
+        self.send(("inputs", rid, [replace(s, stored={}) for s in sets]))  # values: in files
+
+        def oracle(index: int) -> None:
+            t0 = time.monotonic()
+            out = oracle_of(task, key.variant, sets[index])
+            with self.lock:
+                if rid not in self.keys:
+                    return  # dropped meanwhile
+                self.oracles[rid][index] = out
+                ready = self.ready[rid][index]
+            self.send(("oracle", rid, (index, time.monotonic() - t0)))
+            ready.set()
+
+        with ThreadPoolExecutor(max_workers=N_SETS) as pool:  # numpy releases the GIL
+            list(pool.map(oracle, range(N_SETS)))
+
+    def _judge(self, jid: int, rid: int, index: int, out_dir: str, full: bool) -> None:
+        try:
+            with self.lock:
+                events, key = self.ready.get(rid), self.keys.get(rid)
+            if events is None or key is None:
+                raise UserError("judging a case that was dropped")
+            events[index].wait()
+            with self.lock:
+                if rid in self.errors:
+                    raise UserError(self.errors[rid])
+                oracle = self.oracles.get(rid, {}).get(index)
+            if oracle is None:
+                raise UserError("judging a case that was dropped")
+            verdicts = _judge_outputs(self._task(key), key.variant, oracle, Path(out_dir), full)
+            reply: tuple[bool, Any] = (True, verdicts)
+        except UserError as exc:
+            reply = (False, str(exc))
+        except Exception as exc:  # a bug: one line for the coordinator
+            reply = (False, f"judging outputs failed: {type(exc).__name__}: {exc}")
+        self.send(("judged", jid, reply))
 
 
-def _load_oracle(folder: Path) -> dict[str, Any]:
-    def load(path: Path) -> np.ndarray:
-        big = path.stat().st_size > MAPPED_BYTES
-        return np.load(path, mmap_mode="r" if big else None)
+def _judge_outputs(
+    task: Task, variant: str, oracle: dict[str, Any], out_dir: Path, full: bool
+) -> list[CheckResult]:
+    """Each output file of ``out_dir`` against the oracle (see Prepared.judge)."""
+    tol = task.spec.tolerance[variant]
+    verdicts = []
+    for name, expected in oracle.items():
+        ref, mag = expected if isinstance(expected, tuple) else (expected, None)
+        arg = next(a for a in task.spec.args if a.name == name)
+        dtype = concrete(arg.dtype, variant)
+        got = np.memmap(out_dir / f"{name}.bin", dtype=STORAGE[dtype], mode="r")
+        try:
+            if full:
+                rule = task.spec.paper_rule
+                verdicts.append(compare(name, got, ref, mag, tol, rule, dtype, stored=True))
+            elif (failed := recheck(name, got, ref, mag, tol, dtype, stored=True)) is not None:
+                verdicts.append(failed)
+        except ValueError as exc:  # a task whose oracle and output shapes disagree
+            raise UserError(f"{task.name}: {exc}") from None
+    return verdicts
 
-    out: dict[str, Any] = {}
-    for ref in sorted(folder.glob("*.ref.npy")):
-        name = ref.name.removesuffix(".ref.npy")
-        mag = folder / f"{name}.mag.npy"
-        out[name] = (load(ref), load(mag)) if mag.exists() else load(ref)
-    return out
+
+def main() -> None:
+    """The helper process: serve the coordinator on the socket whose descriptor is argv[1]."""
+    _die_with_parent()
+    logging.basicConfig(level=logging.WARNING)
+    _Helper(Connection(int(sys.argv[1]))).serve()
 
 
 def _die_with_parent() -> None:
     """Ask Linux to SIGKILL this process if the coordinator dies (even while it is stopped)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+
+
+if __name__ == "__main__":
+    main()
