@@ -145,20 +145,27 @@ def test_a_real_ncu_csv_from_the_h200_parses_aggregates_and_summarizes():
     assert filtered.tokens < full.tokens
 
 
-def test_calibrate_command_spreads_profiles_and_reports_classes_and_tokens(tmp_path, monkeypatch):
-    from cudamaster import cli, device
+def _one_fake_gpu(monkeypatch) -> None:
+    """device.targets answers with one fake GPU, "Fake GPU" (uuid GPU-f)."""
+    from cudamaster import device
     from cudamaster.gpus import Gpu
-    from cudamaster.profile import run as profile_run
-    from cudamaster.profile.ncu import ProfileResult
-    from cudamaster.tasks import get_task
 
-    monkeypatch.setenv("CUDAMASTER_CACHE", str(tmp_path))
     facts = device.DeviceFacts(name="Fake GPU", uuid="GPU-f", driver="1", nvcc="13",
                                compute_capability="90", sm_count=4, l2_bytes=1, memory_mib=1,
                                copy_gbs=1.0, fp32_tflops=1.0, bf16_tflops=1.0)  # fmt: skip
     monkeypatch.setattr(
         device, "targets", lambda spec: ([Gpu(0, "GPU-f", "Fake GPU")], {"GPU-f": facts})
     )
+
+
+def test_calibrate_command_spreads_profiles_and_reports_classes_and_tokens(tmp_path, monkeypatch):
+    from cudamaster import cli
+    from cudamaster.profile import run as profile_run
+    from cudamaster.profile.ncu import ProfileResult
+    from cudamaster.tasks import get_task
+
+    monkeypatch.setenv("CUDAMASTER_CACHE", str(tmp_path))
+    _one_fake_gpu(monkeypatch)
     points = iter([(5, 80), (8, 85), (70, 20), (75, 30), (6, 7), (7, 9)])
 
     def fake_profile(task, variant, impl, arch, device_uuid=None):
@@ -179,19 +186,13 @@ def test_calibrate_command_spreads_profiles_and_reports_classes_and_tokens(tmp_p
 
 
 def test_a_calibration_cut_short_resumes_with_the_profiles_it_kept(tmp_path, monkeypatch):
-    from cudamaster import cli, device
-    from cudamaster.gpus import Gpu
+    from cudamaster import cli
     from cudamaster.profile import run as profile_run
     from cudamaster.profile.ncu import KernelProfile, ProfileResult
     from cudamaster.tasks import get_task
 
     monkeypatch.setenv("CUDAMASTER_CACHE", str(tmp_path))
-    facts = device.DeviceFacts(name="Fake GPU", uuid="GPU-f", driver="1", nvcc="13",
-                               compute_capability="90", sm_count=4, l2_bytes=1, memory_mib=1,
-                               copy_gbs=1.0, fp32_tflops=1.0, bf16_tflops=1.0)  # fmt: skip
-    monkeypatch.setattr(
-        device, "targets", lambda spec: ([Gpu(0, "GPU-f", "Fake GPU")], {"GPU-f": facts})
-    )
+    _one_fake_gpu(monkeypatch)
     points = iter([(5, 80), (8, 85), (70, 20), (75, 30), (6, 7), (7, 9)])
     profiled = []
 
@@ -221,16 +222,10 @@ def test_a_calibration_cut_short_resumes_with_the_profiles_it_kept(tmp_path, mon
 
 
 def test_resume_refuses_a_calibration_from_another_gpu_model(tmp_path, monkeypatch):
-    from cudamaster import cli, device
-    from cudamaster.gpus import Gpu
+    from cudamaster import cli
     from cudamaster.tasks import get_task
 
-    facts = device.DeviceFacts(name="Fake GPU", uuid="GPU-f", driver="1", nvcc="13",
-                               compute_capability="90", sm_count=4, l2_bytes=1, memory_mib=1,
-                               copy_gbs=1.0, fp32_tflops=1.0, bf16_tflops=1.0)  # fmt: skip
-    monkeypatch.setattr(
-        device, "targets", lambda spec: ([Gpu(0, "GPU-f", "Fake GPU")], {"GPU-f": facts})
-    )
+    _one_fake_gpu(monkeypatch)
     (tmp_path / "calibration.json").write_text(json.dumps({"gpu": "Other GPU", "profiles": []}))
     with pytest.raises(UserError, match="taken on 'Other GPU'"):
         cli._calibrate([get_task("RELU")], ["fp32"], "all", tmp_path, resume=True)

@@ -72,7 +72,6 @@ class Prepared:
     case_dir: Path
     sets: list[InputSet] = field(default_factory=list)
     oracle_seconds: dict[int, float] = field(default_factory=dict)  # per set, once computed
-    done: bool = False  # every oracle computed (or an error)
     error: str | None = None
     _owner: Preparer | None = field(default=None, repr=False)
 
@@ -237,10 +236,8 @@ class Preparer:
                 entry.sets = payload
             elif kind == "oracle":
                 entry.oracle_seconds[payload[0]] = payload[1]
-            elif kind == "done":
-                entry.done = True
-            else:
-                entry.error, entry.done = payload, True
+            elif kind == "error":
+                entry.error = payload
 
 
 def _until_stopped(pid: int, limit_s: float = 2.0) -> None:
@@ -347,8 +344,10 @@ class _Helper:
                     for event in self.ready.get(rid, []):
                         event.set()
                 self.send(("error", rid, self.errors[rid]))
-            else:
-                self.send(("done", rid, None))
+            with self.lock:
+                dropped = rid not in self.keys
+            if dropped:  # while it was being made: its files too (the coordinator removed them
+                shutil.rmtree(case_dir, ignore_errors=True)  # before they were all written)
 
     def _prepare(self, rid: int, key: CaseKey, task: Task, case_dir: Path) -> None:
         seeds = key.seeds(task.name)
