@@ -4,6 +4,7 @@ proves the coordinator, the worker protocol, the verdicts and the reports withou
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -176,3 +177,43 @@ def test_no_input_preparation_runs_while_anything_is_timed(fake_cuda, tmp_path, 
     assert report.impl("baseline").verdict == "ok"
     assert states and set(states) == {"T"}, states
     assert [p["case"] for p in report.phases] == [0, 1, 2]
+
+
+def _allowed(pid: int) -> str:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return next(ln.split()[1] for ln in status.splitlines() if ln.startswith("Cpus_allowed_list"))
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_with_cores_of_its_own_the_helper_prepares_while_calls_are_timed(
+    fake_cuda, tmp_path, monkeypatch
+):
+    # The workers run on the timing cores only, the helper on the others, and the helper is
+    # never stopped: preparation goes on beside the timed calls, never on their cores.
+    from cudamaster.bench.client import WorkerClient
+    from cudamaster.bench.prepare import Preparer
+    from cudamaster.cpus import Split
+
+    timing, helper = sorted(os.sched_getaffinity(0))[:2]
+    prep = Preparer(tmp_path / "scratch", cores=(helper,))
+    seen: list[tuple[str, str, str]] = []
+    request = WorkerClient.request
+
+    def spy(self, timeout, **msg):
+        if msg.get("cmd") == "time":
+            stat = Path(f"/proc/{prep._proc.pid}/stat").read_text()
+            state = stat.rsplit(")", 1)[1].split()[0]
+            seen.append((_allowed(self.proc.pid), _allowed(prep._proc.pid), state))
+        return request(self, timeout, **msg)
+
+    monkeypatch.setattr(WorkerClient, "request", spy)
+    task = get_task("vector_add")
+    try:
+        ev = Evaluator(task, "fp32", "paper", "sm_90", policy=POLICY, cases=[0, 1, 2],
+                       preparer=prep, cores=Split((timing,), (helper,)))  # fmt: skip
+        report = ev.run([Impl("baseline", FAKE / "vector_add_cpu.c")])
+    finally:
+        prep.close()
+    assert report.impl("baseline").verdict == "ok"
+    assert seen and {(w, h) for w, h, _ in seen} == {(str(timing), str(helper))}, seen
+    assert "T" not in {state for _, _, state in seen}

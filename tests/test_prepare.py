@@ -81,12 +81,12 @@ def test_a_case_asked_for_ahead_is_the_one_taken_and_a_case_not_taken_is_dropped
     assert not dropped.case_dir.exists() and dropped.rid not in preparer._cases
 
 
-def test_the_helper_is_stopped_inside_paused_and_runs_again_after(preparer):
+def test_a_helper_without_cores_of_its_own_is_stopped_inside_quiet_and_runs_again_after(preparer):
     task = get_task("vector_add")
     preparer.take(task, "fp32", task.cases("paper")[0], 0)
     pid = preparer._proc.pid
-    with preparer.paused():
-        with preparer.paused():  # nested: still stopped until the outer block ends
+    with preparer.quiet():
+        with preparer.quiet():  # nested: still stopped until the outer block ends
             pass
         time.sleep(0.05)
         assert _state(pid) == "T"
@@ -106,7 +106,7 @@ def test_a_generator_error_is_one_line_and_the_helper_goes_on(preparer):
 def test_a_helper_that_dies_is_an_error_and_the_next_request_gets_a_new_one(preparer):
     task = get_task("vector_add")
     preparer.take(task, "fp32", task.cases("paper")[0], 0)
-    with preparer.paused():  # stopped: the request below cannot be answered before the kill
+    with preparer.quiet():  # stopped: the request below cannot be answered before the kill
         preparer.ahead(task, "fp32", task.cases("paper")[1], 0)
         os.kill(preparer._proc.pid, signal.SIGKILL)
         preparer._proc.wait(5)

@@ -21,6 +21,7 @@ from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from . import cpus
 from .errors import UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
@@ -304,7 +305,8 @@ def bench_cmd(
             device = devices[gpu.uuid]
             progress.update(bar, description=f"{task.name} {variant} {s}")
             if gpu.uuid not in preparers:
-                preparers[gpu.uuid] = Preparer()
+                split = cpus.split()  # this GPU's workers' cores stay free of preparation
+                preparers[gpu.uuid] = Preparer(cores=split.helpers if split else None)
             ev = Evaluator(task, variant, s, device.arch, base_seed=seed, pool=pool,
                            preparer=preparers[gpu.uuid], then=following.get(id(job)),
                            progress=lambda m: progress.update(bar, description=m))  # fmt: skip

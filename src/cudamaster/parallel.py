@@ -3,15 +3,16 @@ so threads scale on large arrays. Oracles of big cases use it (tasks/*/reference
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+
+from .cpus import available
 
 MIN_BLOCK = 1 << 18  # elements per block below which a thread costs more than it saves
 
 
 def threads() -> int:
-    return max(1, min(os.cpu_count() or 1, 16))
+    return max(1, min(len(available()), 16))
 
 
 def over_rows(lo: int, hi: int, row_size: int, fn: Callable[[int, int], None]) -> None:

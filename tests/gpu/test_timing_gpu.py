@@ -101,3 +101,48 @@ def test_harness_overhead_is_a_few_microseconds(arch, record):
     record("overhead", figures)
     assert noop["cold_us"] <= raw + 5.0
     assert empty["cold_us"] - raw <= 5.0
+
+
+BURN = "import cudamaster, numpy as np\na = np.ones(1 << 24)\nwhile True:\n    a *= 1.0000001\n"
+
+
+def _medians(task, suite: str, cases: list[int], arch: str) -> list[float]:
+    src = task.source("baseline", "fp32")
+    report = Evaluator(task, "fp32", suite, arch, cases=cases).run(
+        [Impl("baseline", src, trusted=True)]
+    )
+    return [c.cold.median_ms for c in report.impl("baseline").cases]
+
+
+@pytest.mark.parametrize(("op", "suite", "cases"), [
+    ("vector_add", "paper", [0, 1]), ("silu_and_mul", "paper", [0, 5]),
+    ("matrix_mul", "paper", [0, 1]), ("rms_norm", "large", [0]),
+])  # fmt: skip
+def test_timings_hold_while_every_preparation_core_is_busy(op, suite, cases, arch, record):
+    # Preparation runs beside timed calls on cores of its own (cudamaster.cpus): saturating all
+    # of those cores with memory-heavy numpy work must not move the medians of timed calls
+    # (quiet, loaded, quiet again; the loaded median against the mean of the quiet ones).
+    from cudamaster import cpus
+
+    split = cpus.split()
+    if split is None:
+        pytest.skip("this host has too few cores for a split: preparation is stopped instead")
+    task = get_task(op)
+    quiet = _medians(task, suite, cases, arch)
+    burners = [
+        subprocess.Popen(
+            [sys.executable, "-c", BURN], env={**worker_env(), **cpus.env(split.helpers)}
+        )
+        for _ in split.helpers
+    ]
+    try:
+        loaded = _medians(task, suite, cases, arch)
+    finally:
+        for p in burners:
+            p.kill()
+            p.wait()
+    again = _medians(task, suite, cases, arch)
+    ratios = [b / ((a + c) / 2) for a, b, c in zip(quiet, loaded, again, strict=True)]
+    figures = {"quiet_ms": quiet, "loaded_ms": loaded, "quiet_again_ms": again}
+    record(f"loaded-{op}-{suite}", {**figures, "loaded_over_quiet": ratios, "cpus": split})
+    assert all(abs(r - 1) < 0.05 for r in ratios), ratios

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import cpus
 from ..gpus import pinned
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,8 @@ class WorkerDied(Exception):
 class WorkerClient:
     """One live worker process running one implementation."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, cores: tuple[int, ...] | None = None) -> None:
+        """``cores``: the only CPUs the worker may run on (cudamaster.cpus), or any."""
         self.label = label
         self.stderr = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed in close())
             prefix=f"worker-{label}-", suffix=".log", delete=False
@@ -60,7 +62,7 @@ class WorkerClient:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
-            env=worker_env(),
+            env={**worker_env(), **cpus.env(cores)},
             start_new_session=True,
         )
         self.selector = selectors.DefaultSelector()

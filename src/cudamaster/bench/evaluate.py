@@ -18,8 +18,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from .. import cpus
 from ..dtypes import concrete
 from ..errors import UserError
 from ..gpus import pinned
@@ -27,7 +28,7 @@ from ..tasks import Case, Task
 from .build import BuildError, BuildResult, build
 from .client import WorkerClient, WorkerDied, WorkerPool
 from .comparer import comparer_library
-from .prepare import N_SETS, CaseKey, Prepared, Preparer
+from .prepare import N_SETS, CaseKey, Judgement, Prepared, Preparer
 from .symbols import SymbolReport, check_library, defines_symbol
 from .timing import TimingPolicy, TimingStats, exhausted, settled, summarize
 from .verify import CheckResult
@@ -149,10 +150,12 @@ class Evaluator:
         pool: WorkerPool | None = None,
         preparer: Preparer | None = None,
         then: tuple[Task, str, str] | None = None,
+        cores: cpus.Split | Literal["auto"] | None = "auto",
     ) -> None:
         """``preparer`` makes the inputs (one of its own when None); ``then`` is the (task,
         variant, suite) that the same preparer serves next, whose first case it prepares
-        during this evaluation's last."""
+        during this evaluation's last; ``cores`` are the workers' cores and the preparer's
+        (cudamaster.cpus; "auto": this host's split for the pinned GPU, None: no split)."""
         self.task, self.variant, self.suite, self.arch = task, variant, suite, arch
         self.policy = policy or TimingPolicy()
         self.base_seed = base_seed
@@ -163,6 +166,7 @@ class Evaluator:
         self.pool = pool
         self.preparer = preparer
         self.then = then
+        self.cores = cpus.split() if cores == "auto" else cores
         self.device: dict[str, Any] = {}
         self.phases: list[dict[str, float]] = []
         self._check_s = 0.0  # host time judging outputs, in the current case
@@ -180,7 +184,7 @@ class Evaluator:
             worker, info = pooled
         else:
             log.info("starting a worker for %s", live.impl.label)
-            worker = WorkerClient(live.impl.label)
+            worker = WorkerClient(live.impl.label, self.cores.timing if self.cores else None)
             try:
                 info = worker.request(
                     60, cmd="init", device=0, comparer=comparer_library(self.arch)
@@ -218,20 +222,13 @@ class Evaluator:
             live.stop = True
 
     # -- checking ---------------------------------------------------------------------------
-    def _check(self, prepared: Prepared, out_dir: Path) -> tuple[list[CheckResult], bool]:
-        """The full verdict on every output of the first call, with the original benchmark's
-        rule."""
+    def _verdict(self, asked: Judgement) -> list[CheckResult]:
+        """Wait for a judgement asked of the preparer (the wait is counted as check time)."""
         t0 = time.monotonic()
-        checks = prepared.judge(CHECK_SET, out_dir, full=True)
-        self._check_s += time.monotonic() - t0
-        return checks, all(c.paper_rule_passed for c in checks)
-
-    def _recheck(self, prepared: Prepared, index: int, out_dir: Path) -> list[CheckResult]:
-        """The outputs of a later call on set ``index`` judged again: the failing ones."""
-        t0 = time.monotonic()
-        bad = prepared.judge(index, out_dir, full=False)
-        self._check_s += time.monotonic() - t0
-        return bad
+        try:
+            return asked.result()
+        finally:
+            self._check_s += time.monotonic() - t0
 
     # -- one case ---------------------------------------------------------------------------
     def _run_case(
@@ -270,91 +267,79 @@ class Evaluator:
         scalars = [inp.call_scalars for inp in sets]
 
         # 1. the input sets loaded by every worker at once (no implementation code runs), then
-        # a checked first call, one implementation at a time
+        # a checked first call, one implementation at a time; each output is judged by the
+        # preparer while the next implementation runs
         loaded = self._setup_all(active, results, case_dir, arg_bytes, scalars)
         mark("setup")
+        asked = [
+            (lv, prepared.ask(CHECK_SET, _out(case_dir, lv)))
+            for lv in self._first_calls(loaded, results)
+        ]
         timed: list[_Live] = []
-        for lv in loaded:
+        for lv, judgement in asked:
             res = results[lv.impl.label]
-            try:
-                assert lv.worker is not None
-                reply = lv.worker.request(self.call_timeout_s, cmd="run", set=CHECK_SET)
-            except WorkerDied as exc:
-                self._fail(lv, res, exc.verdict, exc.detail)
-                continue
-            res.wall_ms_first_call = reply["wall_ms"]
-            if reply["vendor_libraries"] and not lv.impl.trusted:
-                self._fail(lv, res, "forbidden", "loaded " + ", ".join(reply["vendor_libraries"]))
-                continue
-            if reply["changed_inputs"]:
-                res.verdict = "inputs_mutated"
-                res.detail = "the call changed input(s) " + ", ".join(reply["changed_inputs"])
-                continue
-            if reply["unordered_outputs"]:
-                res.verdict = "unsynchronized"
-                res.detail = (
-                    "output(s) " + ", ".join(reply["unordered_outputs"]) + " were still being "
-                    "written after the call returned (work not ordered with the default stream)"
-                )
-                continue
-            res.checks, res.paper_rule_passed = self._check(prepared, _out(case_dir, lv))
+            res.checks = self._verdict(judgement)
+            res.paper_rule_passed = all(c.paper_rule_passed for c in res.checks)
             bad = [c for c in res.checks if not c.passed]
             if bad:
                 res.verdict, res.detail = "wrong", "; ".join(c.summary() for c in bad)
-                continue
-            timed.append(lv)
-
+            else:
+                timed.append(lv)
         verdicts = {lv.impl.label: results[lv.impl.label].verdict for lv in active}
         log.info("first calls checked: %s", verdicts)
         mark("first_calls")
-        # 2. timing, interleaved turn by turn, with the preparer stopped
-        with prep.paused():
+
+        # 2. timing, interleaved turn by turn, with no preparation on the workers' cores; the
+        # final turn's last output (still in the worker's buffers) is saved and judged
+        with prep.quiet():
             times, turn = self._time_turns(timed, results)
-        for lv in list(timed):  # the final turn's last output, still in the worker's buffers
-            label = lv.impl.label
+        asked = []
+        for lv in list(timed):
             try:
                 assert lv.worker is not None
                 lv.worker.request(self.call_timeout_s, cmd="save")
             except WorkerDied as exc:
-                self._fail(lv, results[label], exc.verdict, exc.detail)
+                self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
                 timed.remove(lv)
                 continue
-            if not self._timed_output_ok(
-                results[label], _out(case_dir, lv), prepared, TIMING_SETS[-1]
-            ):
-                timed.remove(lv)
+            asked.append((lv, prepared.ask(TIMING_SETS[-1], _out(case_dir, lv), full=False)))
         for lv in timed:
             results[lv.impl.label].cold = summarize(times[lv.impl.label])
         log.info("timed in %d turns: %s", turn, {k: len(v) for k, v in times.items()})
-
         mark("timing")
-        # 3. hot L2 (back-to-back calls, no flush), then 4. re-check on a fresh input set
-        for lv in list(timed):
+
+        # 3. hot L2 (back-to-back calls, no flush) while the timed outputs are judged; then
+        # 4. a re-check on a fresh input set, for those whose timed output was right
+        hot = self._time_hot(timed, results, prep)
+        rechecked = []
+        for lv, judgement in asked:
             res = results[lv.impl.label]
-            assert res.cold is not None
-            # a third of a second of hot calls is enough; at least 3
-            n_hot = max(3, min(self.policy.hot_samples, int(300 / max(res.cold.median_ms, 1e-3))))
+            bad = self._verdict(judgement)
+            if bad:
+                res.verdict = "wrong_when_timed"
+                res.detail = "a timed call's output was wrong: " + "; ".join(
+                    c.summary() for c in bad
+                )
+            elif lv.impl.label in hot:
+                res.hot = hot[lv.impl.label]
+                rechecked.append(lv)
+        asked = []
+        for lv in rechecked:
+            res = results[lv.impl.label]
             try:
                 assert lv.worker is not None
-                with prep.paused():
-                    reply = lv.worker.request(
-                        self._batch_timeout(lv, n_hot + 1),
-                        cmd="time",
-                        n=n_hot + 1,
-                        mode="hot",
-                        sets=list(TIMING_SETS),
-                        start=0,
-                    )
-                res.hot = summarize(reply["times_ms"][1:])
                 reply = lv.worker.request(self.call_timeout_s, cmd="run", set=RECHECK_SET)
             except WorkerDied as exc:
                 self._fail(lv, res, exc.verdict, exc.detail)
                 continue
-            bad = self._recheck(prepared, RECHECK_SET, _out(case_dir, lv))
             if reply["changed_inputs"]:
                 res.verdict = "inputs_mutated"
                 res.detail = "a later call changed input(s) " + ", ".join(reply["changed_inputs"])
-            elif bad:
+            else:
+                asked.append((lv, prepared.ask(RECHECK_SET, _out(case_dir, lv), full=False)))
+        for lv, judgement in asked:
+            res = results[lv.impl.label]
+            if bad := self._verdict(judgement):
                 res.verdict = "wrong_on_fresh_inputs"
                 res.detail = "; ".join(c.summary() for c in bad)
             else:
@@ -370,6 +355,61 @@ class Evaluator:
         mark.times["checks"] = round(self._check_s, 4)
         mark.times["oracles"] = round(max(prepared.oracle_seconds.values(), default=0.0), 4)
         self.phases.append(mark.times)
+
+    def _first_calls(self, loaded: list[_Live], results: dict[str, CaseResult]) -> list[_Live]:
+        """The checked first call of each loaded implementation, one at a time; returns those
+        whose outputs are to be judged (the others have their verdict)."""
+        ran = []
+        for lv in loaded:
+            res = results[lv.impl.label]
+            try:
+                assert lv.worker is not None
+                reply = lv.worker.request(self.call_timeout_s, cmd="run", set=CHECK_SET)
+            except WorkerDied as exc:
+                self._fail(lv, res, exc.verdict, exc.detail)
+                continue
+            res.wall_ms_first_call = reply["wall_ms"]
+            if reply["vendor_libraries"] and not lv.impl.trusted:
+                self._fail(lv, res, "forbidden", "loaded " + ", ".join(reply["vendor_libraries"]))
+            elif reply["changed_inputs"]:
+                res.verdict = "inputs_mutated"
+                res.detail = "the call changed input(s) " + ", ".join(reply["changed_inputs"])
+            elif reply["unordered_outputs"]:
+                res.verdict = "unsynchronized"
+                res.detail = (
+                    "output(s) " + ", ".join(reply["unordered_outputs"]) + " were still being "
+                    "written after the call returned (work not ordered with the default stream)"
+                )
+            else:
+                ran.append(lv)
+        return ran
+
+    def _time_hot(
+        self, timed: list[_Live], results: dict[str, CaseResult], prep: Preparer
+    ) -> dict[str, TimingStats]:
+        """Back-to-back calls without a flush (hot L2): a third of a second of them, at least
+        3; returns their summaries by label."""
+        hot = {}
+        for lv in list(timed):
+            res = results[lv.impl.label]
+            assert res.cold is not None
+            n_hot = max(3, min(self.policy.hot_samples, int(300 / max(res.cold.median_ms, 1e-3))))
+            try:
+                assert lv.worker is not None
+                with prep.quiet():
+                    reply = lv.worker.request(
+                        self._batch_timeout(lv, n_hot + 1),
+                        cmd="time",
+                        n=n_hot + 1,
+                        mode="hot",
+                        sets=list(TIMING_SETS),
+                        start=0,
+                    )
+            except WorkerDied as exc:
+                self._fail(lv, res, exc.verdict, exc.detail)
+                continue
+            hot[lv.impl.label] = summarize(reply["times_ms"][1:])
+        return hot
 
     def _time_turns(
         self, timed: list[_Live], results: dict[str, CaseResult]
@@ -474,20 +514,6 @@ class Evaluator:
                 loaded.append(lv)
         return loaded
 
-    def _timed_output_ok(
-        self,
-        res: CaseResult,
-        out: Path,
-        prepared: Prepared,
-        set_index: int,
-    ) -> bool:
-        """Check a timed call's output; on a mismatch the verdict is wrong_when_timed."""
-        bad = self._recheck(prepared, set_index, out)
-        if bad:
-            res.verdict = "wrong_when_timed"
-            res.detail = "a timed call's output was wrong: " + "; ".join(c.summary() for c in bad)
-        return not bad
-
     def _batch_timeout(self, lv: _Live, n: int) -> float:
         first = lv.result.cases[-1].wall_ms_first_call or 1000.0
         return self.call_timeout_s + n * 20 * first / 1e3
@@ -508,7 +534,7 @@ class Evaluator:
         cases = self.task.cases(self.suite)
         if self.case_filter is not None:
             cases = [c for c in cases if c.index in self.case_filter]
-        prep = self.preparer or Preparer(self.work_dir)
+        prep = self.preparer or Preparer(self.work_dir, self.cores.helpers if self.cores else None)
         following = None
         if self.then is not None:
             then_task, then_variant, then_suite = self.then

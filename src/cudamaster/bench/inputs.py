@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +13,7 @@ import numpy as np
 from .. import formula
 from ..dtypes import ITEMSIZE, STORAGE, concrete, f32_to_bf16_bits, to_float64, to_storage
 from ..errors import UserError
-from ..parallel import over_rows
+from ..parallel import over_rows, threads
 from ..tasks import Case, Task
 
 
@@ -89,7 +88,7 @@ def _draw(
     if len(chunks) == 1:
         work(0)
     else:
-        with ThreadPoolExecutor(max_workers=min(len(chunks), os.cpu_count() or 1)) as pool:
+        with ThreadPoolExecutor(max_workers=min(len(chunks), threads())) as pool:
             list(pool.map(work, range(len(chunks))))
     return out
 

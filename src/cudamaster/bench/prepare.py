@@ -7,9 +7,10 @@ each set's oracle, so that the GPU rarely waits. The oracles stay in the helper'
 coordinator asks the helper to judge the outputs that the workers leave in files
 (cudamaster.bench.verify), so that no oracle (up to 12 GiB per set) is ever copied.
 
-Timed calls must not share the host with that work: the coordinator stops the helper with
-SIGSTOP for every timed stretch (``Preparer.paused``) and lets it go on afterwards, so no
-preparation runs while anything is timed.
+Timed calls never share a core with that work. Where the host has cores to spare
+(cudamaster.cpus), the helper runs on cores that no worker uses, and goes on while calls are
+timed; otherwise the coordinator stops it with SIGSTOP for every timed stretch
+(``Preparer.quiet``) and lets it go on afterwards.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import cpus
 from ..dtypes import STORAGE, concrete
 from ..errors import UserError
 from ..tasks import Case, Task, load_task
@@ -79,9 +81,14 @@ class Prepared:
         """The outputs in ``out_dir`` judged against set ``index``'s oracle (waiting for it):
         with ``full`` every output's verdict with the original benchmark's rule
         (verify.compare), else only the failing outputs (verify.recheck)."""
+        return self.ask(index, out_dir, full).result()
+
+    def ask(self, index: int, out_dir: Path, full: bool = True) -> Judgement:
+        """Start judging (as ``judge``) and return at once; the files in ``out_dir`` must stay
+        as they are until the result is in."""
         if self._owner is None:
             raise UserError("a dropped case cannot judge outputs")
-        return self._owner._judge(self, index, out_dir, full)
+        return self._owner._ask_judge(self, index, out_dir, full)
 
     def discard(self) -> None:
         """Free the case: its files here, its oracles in the helper."""
@@ -90,10 +97,25 @@ class Prepared:
         shutil.rmtree(self.case_dir, ignore_errors=True)
 
 
+@dataclass
+class Judgement:
+    """A judgement asked of the helper; ``result`` waits for it."""
+
+    jid: int
+    prepared: Prepared
+    owner: Preparer = field(repr=False)
+
+    def result(self) -> list[CheckResult]:
+        return self.owner._judged(self)
+
+
 class Preparer:
     """The coordinator's side of the helper process; used from one thread."""
 
-    def __init__(self, scratch: Path | None = None) -> None:
+    def __init__(self, scratch: Path | None = None, cores: tuple[int, ...] | None = None) -> None:
+        """``cores``: the helper's own cores (it then runs while calls are timed); None: it
+        may share the workers' cores, and is stopped while anything is timed."""
+        self.cores = cores
         self.root = Path(tempfile.mkdtemp(prefix="cudamaster-", dir=scratch_dir(scratch)))
         self._proc: subprocess.Popen | None = None
         self._conn: Connection | None = None
@@ -128,8 +150,12 @@ class Preparer:
         return prepared
 
     @contextlib.contextmanager
-    def paused(self) -> Iterator[None]:
-        """No preparation runs inside this block (the helper is stopped, then continued)."""
+    def quiet(self) -> Iterator[None]:
+        """No preparation shares a core with what runs inside this block: a helper on cores of
+        its own goes on; otherwise it is stopped, then continued."""
+        if self.cores is not None:
+            yield
+            return
         proc = self._proc
         stop = proc is not None and proc.poll() is None
         if stop and self._pauses == 0:
@@ -169,10 +195,13 @@ class Preparer:
         self._send(("prepare", rid, key, str(prepared.case_dir)))
         return prepared
 
-    def _judge(self, prepared: Prepared, index: int, out_dir: Path, full: bool) -> list:
+    def _ask_judge(self, prepared: Prepared, index: int, out_dir: Path, full: bool) -> Judgement:
         self._next_id += 1
-        jid = self._next_id
-        self._send(("judge", jid, prepared.rid, index, str(out_dir), full))
+        self._send(("judge", self._next_id, prepared.rid, index, str(out_dir), full))
+        return Judgement(self._next_id, prepared, self)
+
+    def _judged(self, asked: Judgement) -> list[CheckResult]:
+        jid, prepared = asked.jid, asked.prepared
         self._pump(lambda: jid in self._verdicts or prepared.error is not None)
         if jid not in self._verdicts:
             raise UserError(prepared.error or "the input-preparation process ended")
@@ -210,7 +239,7 @@ class Preparer:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "cudamaster.bench.prepare", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),),
-                env=worker_env(),
+                env={**worker_env(), **cpus.env(self.cores)},
                 stdin=subprocess.DEVNULL,
             )
         self._conn = Connection(ours.detach())
