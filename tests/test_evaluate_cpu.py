@@ -185,28 +185,41 @@ def _allowed(pid: int) -> str:
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
-def test_with_cores_of_its_own_the_helper_prepares_while_calls_are_timed(
-    fake_cuda, tmp_path, monkeypatch
+@pytest.mark.parametrize("short", [False, True], ids=["long calls", "short calls"])
+def test_with_cores_of_its_own_the_helper_prepares_beside_long_timed_calls_only(
+    short, fake_cuda, tmp_path, monkeypatch
 ):
-    # The workers run on the timing cores only, the helper on the others, and the helper is
-    # never stopped: preparation goes on beside the timed calls, never on their cores.
+    # The workers run on the timing cores only, the helper on the others. Beside long calls
+    # the helper is never stopped; the timed turns of short calls find it stopped (a timed
+    # region holds host work, which a helper busy on other cores still slows), their warm-up
+    # (untimed) does not.
     from cudamaster.bench.client import WorkerClient
     from cudamaster.bench.prepare import Preparer
     from cudamaster.cpus import Split
 
+    monkeypatch.setattr(evaluate, "SHORT_CALL_S", 1e3 if short else 0.0)
     timing, helper = sorted(os.sched_getaffinity(0))[:2]
     prep = Preparer(tmp_path / "scratch", cores=(helper,))
-    seen: list[tuple[str, str, str]] = []
-    request = WorkerClient.request
+    seen: list[tuple[str, str, str, bool]] = []
+    warming: list[bool] = []
+    request, warm_up = WorkerClient.request, Evaluator._warm_up
 
     def spy(self, timeout, **msg):
-        if msg.get("cmd") == "time":
+        if msg.get("cmd") == "time" and msg.get("mode") == "cold":
             stat = Path(f"/proc/{prep._proc.pid}/stat").read_text()
             state = stat.rsplit(")", 1)[1].split()[0]
-            seen.append((_allowed(self.proc.pid), _allowed(prep._proc.pid), state))
+            seen.append((_allowed(self.proc.pid), _allowed(prep._proc.pid), state, bool(warming)))
         return request(self, timeout, **msg)
 
+    def marked(self, *args, **kwargs):
+        warming.append(True)
+        try:
+            return warm_up(self, *args, **kwargs)
+        finally:
+            warming.pop()
+
     monkeypatch.setattr(WorkerClient, "request", spy)
+    monkeypatch.setattr(Evaluator, "_warm_up", marked)
     task = get_task("vector_add")
     try:
         ev = Evaluator(task, "fp32", "paper", "sm_90", policy=POLICY, cases=[0, 1, 2],
@@ -215,5 +228,85 @@ def test_with_cores_of_its_own_the_helper_prepares_while_calls_are_timed(
     finally:
         prep.close()
     assert report.impl("baseline").verdict == "ok"
-    assert seen and {(w, h) for w, h, _ in seen} == {(str(timing), str(helper))}, seen
-    assert "T" not in {state for _, _, state in seen}
+    assert seen and {(w, h) for w, h, _, _ in seen} == {(str(timing), str(helper))}, seen
+    assert {warm for *_, warm in seen} == {True, False}
+    assert all((state == "T") == (short and not warm) for _, _, state, warm in seen), seen
+
+
+def _recording_worker(tmp_path: Path, n: int = 1000):
+    """A worker (in this process, on the CPU stand-in) holding a vector_add case of three
+    input sets, with an implementation that remembers each call's buffers."""
+    import ctypes
+
+    import numpy as np
+
+    from cudamaster.bench.worker import Worker
+
+    lib = tmp_path / "where.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(lib),
+                    str(FAKE / "vector_add_where.c")], check=True)  # fmt: skip
+    rng = np.random.default_rng(7)
+    sets = []
+    for s in range(3):
+        (tmp_path / f"set{s}").mkdir()
+        a, b = rng.uniform(-1, 1, n).astype(np.float32), rng.uniform(-1, 1, n).astype(np.float32)
+        a.tofile(tmp_path / f"set{s}" / "A.bin")
+        b.tofile(tmp_path / f"set{s}" / "B.bin")
+        sets.append(a + b)
+    args = [{"name": x, "role": r, "dtype": "f32", "nbytes": 4 * n}
+            for x, r in (("A", "input"), ("B", "input"), ("C", "output"))]  # fmt: skip
+    args.append({"name": "N", "role": "scalar", "dtype": "i32", "nbytes": 0})
+    worker = Worker()
+    worker.init()
+    assert worker.load(str(lib), "vector_add", args)["ok"]
+    worker.setup(str(tmp_path), 3, args, [[n]] * 3, out=str(tmp_path / "out"))
+    seen = ctypes.CDLL(str(lib))  # the same loaded library: its record of the calls
+    seen.buffer_of.restype = ctypes.c_void_p
+
+    def buffers(first: int) -> list[tuple[int, int, int]]:
+        return [
+            tuple(seen.buffer_of(c, k) for k in range(3)) for c in range(first, seen.calls_made())
+        ]
+
+    return worker, buffers, sets
+
+
+def test_cold_timed_calls_rotate_over_placements_and_the_last_ones_output_is_saved(
+    fake_cuda, tmp_path
+):
+    import numpy as np
+
+    from cudamaster.bench.worker import PLACEMENTS
+
+    worker, buffers, sets = _recording_worker(tmp_path)
+    worker.run(0)
+    ((first_a, first_b, first_c),) = buffers(0)
+    reply = worker.time(n=3, mode="cold", sets=[0, 1], start=0)  # a warm-up, then 2 batches
+    for _ in range(2):
+        reply = worker.time(n=2 * PLACEMENTS + 2, mode="cold", sets=[0, 1], start=0)
+    calls = buffers(1)
+    assert reply["placements"] == PLACEMENTS
+    # every placement in turn, each with the two sets' inputs, its own output buffer
+    assert len({a for a, _, _ in calls}) == len({b for _, b, _ in calls}) == 2 * PLACEMENTS
+    outputs = [c for _, _, c in calls]
+    assert len(set(outputs)) == PLACEMENTS and first_c in outputs
+    counts = sorted(outputs.count(c) for c in set(outputs))
+    assert counts[-1] - counts[0] <= 2, counts  # evenly, carried over from batch to batch
+    assert (first_a, first_b) in {(a, b) for a, b, _ in calls[::2]}
+    worker.save()  # the last call was on set 1, at the placement it used
+    saved = np.fromfile(tmp_path / "out" / "C.bin", dtype=np.float32)
+    assert np.array_equal(saved, sets[1])
+    hot_from = len(buffers(0))
+    worker.time(n=4, mode="hot", sets=[0, 1], start=0)  # hot calls stay on the first buffers
+    assert {c for _, _, c in buffers(hot_from)} == {first_c}
+
+
+def test_placements_are_only_what_device_memory_allows(fake_cuda, tmp_path, monkeypatch):
+    from cudamaster.bench import worker as worker_module
+
+    monkeypatch.setattr(worker_module, "PLACEMENT_SHARE", 1e-9)
+    worker, buffers, _ = _recording_worker(tmp_path)
+    reply = worker.time(n=8, mode="cold", sets=[0, 1], start=0)
+    assert reply["placements"] == 1
+    assert len({c for _, _, c in buffers(0)}) == 1
+    worker.release()

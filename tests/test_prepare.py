@@ -1,8 +1,9 @@
-"""The preparer: inputs and oracles made in a helper process, one case ahead, stopped while the
-GPU times."""
+"""The preparer: inputs and oracles made in a helper process, cases ahead, stopped while the GPU
+times when it has no cores of its own."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import time
@@ -12,7 +13,15 @@ import numpy as np
 import pytest
 
 from cudamaster.bench.inputs import make_inputs
-from cudamaster.bench.prepare import N_SETS, Preparer, oracle_of
+from cudamaster.bench.prepare import (
+    N_SETS,
+    CaseKey,
+    Preparer,
+    _Helper,
+    footprint,
+    memory_available,
+    oracle_of,
+)
 from cudamaster.dtypes import STORAGE, concrete, to_storage
 from cudamaster.errors import UserError
 from cudamaster.tasks import Case, get_task
@@ -68,17 +77,40 @@ def test_prepared_sets_are_those_made_here_and_judged_against_their_oracles(prep
         got.judge(0, tmp_path / "right0")
 
 
-def test_a_case_asked_for_ahead_is_the_one_taken_and_a_case_not_taken_is_dropped(preparer):
+def test_cases_asked_for_ahead_are_those_taken_and_a_case_not_taken_is_dropped(preparer):
     task = get_task("vector_add")
-    first, second = task.cases("paper")[:2]
-    preparer.ahead(task, "fp32", first, 0)
-    ahead = preparer._ahead
-    assert preparer.take(task, "fp32", first, 0) is ahead
-    preparer.ahead(task, "fp32", second, 0)
-    dropped = preparer._ahead
-    third = preparer.take(task, "fp32", task.cases("paper")[2], 0)  # not the one asked for
-    assert third is not dropped and third.case_dir.exists()
-    assert not dropped.case_dir.exists() and dropped.rid not in preparer._cases
+    first, second, third = task.cases("paper")[:3]
+    preparer.ahead([(task, "fp32", first), (task, "fp32", second)], 0)
+    made_first, made_second = preparer._ahead
+    assert preparer.take(task, "fp32", first, 0) is made_first
+    preparer.ahead([(task, "fp32", second)], 0)  # still wanted: kept, not asked for again
+    assert preparer._ahead == [made_second]
+    preparer.ahead([(task, "fp32", third)], 0)  # no longer wanted: dropped
+    assert made_second.rid not in preparer._cases
+    [made_third] = preparer._ahead
+    other = preparer.take(task, "fp32", second, 0)  # not the one asked for: made now
+    assert other is not made_third and other.case_dir.exists()
+    assert made_third.rid not in preparer._cases and preparer._ahead == []
+    time.sleep(0.2)  # the helper removes files of a case dropped while it was being made
+    assert not made_second.case_dir.exists() and not made_third.case_dir.exists()
+
+
+def test_a_case_is_estimated_from_its_shapes_and_a_helper_with_room_prepares_several_at_once(
+    tmp_path,
+):
+    task = get_task("vector_add")
+    key = CaseKey(str(task.folder), "fp32", task.cases("paper")[0], 0)
+    n = task.cases("paper")[0].params["N"]
+    assert footprint(task, key) == 3 * n * 8 * 3 * N_SETS  # a, b and c, float64, three times
+    conn_here, conn_there = multiprocessing.Pipe()
+    helper = _Helper(conn_there, at_once=2)
+    helper.busy = 1
+    free = memory_available()
+    assert free is not None
+    assert helper._fits(0) and not helper._fits(free)  # nothing fits in what is already used
+    helper.busy = 0
+    assert helper._fits(free)  # alone, a case always starts
+    conn_here.close()
 
 
 def test_a_helper_without_cores_of_its_own_is_stopped_inside_quiet_and_runs_again_after(preparer):
@@ -107,7 +139,7 @@ def test_a_helper_that_dies_is_an_error_and_the_next_request_gets_a_new_one(prep
     task = get_task("vector_add")
     preparer.take(task, "fp32", task.cases("paper")[0], 0)
     with preparer.quiet():  # stopped: the request below cannot be answered before the kill
-        preparer.ahead(task, "fp32", task.cases("paper")[1], 0)
+        preparer.ahead([(task, "fp32", task.cases("paper")[1])], 0)
         os.kill(preparer._proc.pid, signal.SIGKILL)
         preparer._proc.wait(5)
     with pytest.raises(UserError, match="died"):
@@ -119,7 +151,7 @@ def test_close_removes_every_case_folder(tmp_path):
     prep = Preparer(tmp_path)
     task = get_task("vector_add")
     prep.take(task, "fp32", task.cases("paper")[0], 0)
-    prep.ahead(task, "fp32", task.cases("paper")[1], 0)
+    prep.ahead([(task, "fp32", task.cases("paper")[1])], 0)
     root = prep.root
     prep.close()
     assert not root.exists()

@@ -219,6 +219,7 @@ def test_a_calibration_cut_short_resumes_with_the_profiles_it_kept(tmp_path, mon
     data = json.loads((tmp_path / "calibration.json").read_text())
     assert len(data["profiles"]) == 6 and data["thresholds"]["samples"] == 6
     assert sum(n for per in data["classes"].values() for n in per.values()) == 6
+    assert data["gpu"] == "Fake GPU"  # the finished file names its GPU model too
 
 
 def test_resume_refuses_a_calibration_from_another_gpu_model(tmp_path, monkeypatch):

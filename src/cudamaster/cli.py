@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import logging
 import os
@@ -281,13 +280,14 @@ def bench_cmd(
     results: list[dict] = []
     jobs = [(t, v, s) for t in tasks for v in _variants(dtype) for s in _suites(suite)]
     t_build = time.monotonic()
-    _prebuild([(t, v) for t in tasks for v in _variants(dtype)], first.arch)
+    variants = _variants(dtype)
+    _prebuild([i for t in tasks for v in variants for i in standard_impls(t, v)], first.arch)
     build_s = time.monotonic() - t_build
     t0 = time.monotonic()
     pool = WorkerPool()  # baseline and library workers live across the whole bench, per GPU
-    preparers: dict[str, Preparer] = {}  # per GPU: inputs and oracles made one case ahead
-    # on one GPU the jobs run in order, so each job's first case is prepared during the last
-    following = {id(j): n for j, n in itertools.pairwise(jobs)} if len(targets) == 1 else {}
+    preparers: dict[str, Preparer] = {}  # per GPU: inputs and oracles made cases ahead
+    # on one GPU the jobs run in order, so the next jobs' first cases are prepared during the last
+    following = {id(j): jobs[k + 1 :] for k, j in enumerate(jobs)} if len(targets) == 1 else {}
     with (
         Progress(
             TextColumn("{task.description}"),
@@ -308,7 +308,7 @@ def bench_cmd(
                 split = cpus.split()  # this GPU's workers' cores stay free of preparation
                 preparers[gpu.uuid] = Preparer(cores=split.helpers if split else None)
             ev = Evaluator(task, variant, s, device.arch, base_seed=seed, pool=pool,
-                           preparer=preparers[gpu.uuid], then=following.get(id(job)),
+                           preparer=preparers[gpu.uuid], then=following.get(id(job), ()),
                            progress=lambda m: progress.update(bar, description=m))  # fmt: skip
             try:
                 report = ev.run(standard_impls(task, variant))
@@ -483,6 +483,10 @@ def _calibrate(
         if resume:
             assert out is not None
             jobs = _resumed(out / "calibration.json", model, jobs, reports, report_from_dict)
+        arches = {d.arch for d in devices.values()}
+        for arch in arches:  # compiled at once here, not one by one between the profiles
+            _prebuild([Impl("baseline", t.source("baseline", v), trusted=True) for t, v in jobs],
+                      arch)  # fmt: skip
 
         def work(job: tuple, gpu) -> object:
             task, variant = job
@@ -510,11 +514,13 @@ def _calibrate(
                 tokens[mode].append(n)
     mean = {m: sum(v) / len(v) if v else None for m, v in tokens.items()}
     walls = [r.result.wall_s for r in reports]
-    data = {"thresholds": asdict(th), "saved": saved, "classes": classes, "mean_tokens": mean,
+    gpu = model or next((d.name for d in devices.values()), None)
+    data = {"gpu": gpu, "thresholds": asdict(th), "saved": saved, "classes": classes,
+            "mean_tokens": mean,
             "missing": [f"{r.task} {r.variant}: {r.result.error}" for r in reports
                         if not r.result.ok],
             "mean_wall_s": sum(walls) / len(walls) if walls else None,
-            "profiles": [asdict(r) for r in reports]}  # fmt: skip
+            "placements": placements, "profiles": [asdict(r) for r in reports]}  # fmt: skip
     if out:
         write_json(data, out / "calibration.json")
     fewer = (
@@ -696,14 +702,12 @@ def _bench_on_ray(
                   f"results in {out}")  # fmt: skip
 
 
-def _prebuild(pairs: list, arch: str) -> None:
-    """Compile every baseline and library of the bench at once, on every core (cached)."""
+def _prebuild(impls: list, arch: str) -> None:
+    """Compile the implementations at once, on every core, into the build cache."""
     from concurrent.futures import ThreadPoolExecutor
 
     from .bench.build import BuildError, build
-    from .bench.evaluate import standard_impls
 
-    impls = [i for task, variant in pairs for i in standard_impls(task, variant)]
     impls.sort(key=lambda i: i.label != "library")  # the slow (CUB, vendor headers) ones first
 
     def one(impl) -> None:

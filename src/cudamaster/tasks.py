@@ -139,7 +139,7 @@ class TaskSpec(_Strict):
     symbol: str | None = None
     library: str | None = None
     library_note: str | None = None
-    library_links: list[Literal["cublas", "cusparse", "cudnn", "cufft"]] = []
+    library_links: list[Literal["cublas", "cublasLt", "cusparse", "cudnn", "cufft"]] = []
     semantics_note: str | None = None
     args: list[Arg]
     suites: dict[str, list[dict[str, int | float]]]

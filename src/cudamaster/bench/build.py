@@ -27,7 +27,13 @@ log = logging.getLogger(__name__)
 #: Flags of every build; baselines use these and nothing else (the original used nvcc defaults).
 BASE_FLAGS = ("-O3", "-Xcompiler", "-fPIC", "-shared", "-cudart", "shared", "-Xptxas", "-v")
 NVCC_TIMEOUT_S = 600
-LINK_NAMES = {"cublas": "cublas", "cusparse": "cusparse", "cufft": "cufft", "cudnn": "cudnn"}
+LINK_NAMES = {
+    "cublas": "cublas",
+    "cublasLt": "cublasLt",
+    "cusparse": "cusparse",
+    "cufft": "cufft",
+    "cudnn": "cudnn",
+}
 
 
 class BuildError(UserError):

@@ -122,6 +122,13 @@ class CudaRuntime:
         self.check("cudaMalloc", self.lib.cudaMalloc(ctypes.byref(p), max(nbytes, 1)))
         return p.value or 0
 
+    def free_memory(self) -> int:
+        """Bytes of device memory free now (cudaMemGetInfo)."""
+        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+        code = self.lib.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(total))
+        self.check("cudaMemGetInfo", code)
+        return free.value
+
     def free(self, ptr: int) -> None:
         self.check("cudaFree", self.lib.cudaFree(ptr))
 

@@ -6,15 +6,16 @@ are timed together, turn by turn, until every one's median is known, so that clo
 in their ratios; the output of the final timed turn's last call, on the input set that the
 first call did not use, is checked too (an implementation that caches, or leaves work running
 past the call, differs there); finally a fresh input set is checked again. The inputs and
-oracles come from cudamaster.bench.prepare, one case ahead, which also judges the outputs;
-no preparation runs while anything is timed.
+oracles come from cudamaster.bench.prepare, cases ahead, which also judges the outputs; no
+preparation shares a core with a timed call (cudamaster.cpus), and none runs at all while short
+calls are timed. Cold calls rotate over several placements of the buffers (bench.worker).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ from ..tasks import Case, Task
 from .build import BuildError, BuildResult, build
 from .client import WorkerClient, WorkerDied, WorkerPool
 from .comparer import comparer_library
-from .prepare import N_SETS, CaseKey, Judgement, Prepared, Preparer
+from .prepare import MAX_AHEAD, N_SETS, CaseKey, Judgement, Prepared, Preparer
 from .symbols import SymbolReport, check_library, defines_symbol
 from .timing import TimingPolicy, TimingStats, exhausted, settled, summarize
 from .verify import CheckResult
@@ -36,6 +37,9 @@ from .verify import CheckResult
 log = logging.getLogger(__name__)
 
 CHECK_SET, TIMING_SETS, RECHECK_SET = 0, (0, 1), 2
+# a timed call (with the harness's work around it) shorter than this is timed with every
+# preparation stopped, even where the helper has cores of its own (see Preparer.quiet)
+SHORT_CALL_S = 2e-3
 assert RECHECK_SET < N_SETS
 
 
@@ -63,6 +67,7 @@ class CaseResult:
     cold: TimingStats | None = None
     hot: TimingStats | None = None
     wall_ms_first_call: float | None = None
+    placements: int | None = None  # buffer placements the cold calls rotated over
 
     @property
     def ok(self) -> bool:
@@ -98,7 +103,7 @@ class EvalReport:
     # per case, where the coordinator's wall time went (seconds): waiting for the inputs, input
     # sets loaded by the workers, first calls checked, timed turns, hot timing and the
     # re-check; "checks" is the part of those spent waiting for judged outputs (and so for
-    # the oracles), "oracles" the longest oracle (computed by the preparer, one case ahead)
+    # the oracles), "oracles" the longest oracle (computed by the preparer, cases ahead)
     phases: list[dict[str, float]] = field(default_factory=list)
 
     def impl(self, label: str) -> ImplResult | None:
@@ -149,13 +154,14 @@ class Evaluator:
         work_dir: Path | None = None,
         pool: WorkerPool | None = None,
         preparer: Preparer | None = None,
-        then: tuple[Task, str, str] | None = None,
+        then: Sequence[tuple[Task, str, str]] = (),
         cores: cpus.Split | Literal["auto"] | None = "auto",
     ) -> None:
-        """``preparer`` makes the inputs (one of its own when None); ``then`` is the (task,
-        variant, suite) that the same preparer serves next, whose first case it prepares
-        during this evaluation's last; ``cores`` are the workers' cores and the preparer's
-        (cudamaster.cpus; "auto": this host's split for the pinned GPU, None: no split)."""
+        """``preparer`` makes the inputs (one of its own when None); ``then`` are the (task,
+        variant, suite) jobs that the same preparer serves next, in order, whose first cases
+        it prepares during this evaluation's last cases; ``cores`` are the workers' cores and
+        the preparer's (cudamaster.cpus; "auto": this host's split for the pinned GPU, None: no
+        split)."""
         self.task, self.variant, self.suite, self.arch = task, variant, suite, arch
         self.policy = policy or TimingPolicy()
         self.base_seed = base_seed
@@ -232,16 +238,15 @@ class Evaluator:
 
     # -- one case ---------------------------------------------------------------------------
     def _run_case(
-        self, case: Case, lives: list[_Live], prep: Preparer, after: tuple[Task, str, Case] | None
+        self, case: Case, lives: list[_Live], prep: Preparer, after: list[tuple[Task, str, Case]]
     ) -> None:
-        """One case; ``after`` is the case that the preparer is asked to make ahead."""
+        """One case; ``after`` are the cases that the preparer is asked to make ahead."""
         t_case = time.monotonic()
         active = [lv for lv in lives if not lv.stop and lv.result.verdict == "pending"]
         prepared: Prepared | None = None
         if active:
             prepared = prep.take(self.task, self.variant, case, self.base_seed)
-        if after is not None:
-            prep.ahead(after[0], after[1], after[2], self.base_seed)
+        prep.ahead(after, self.base_seed)
         sets = prepared.sets if prepared else []
         key = CaseKey(str(self.task.folder), self.variant, case, self.base_seed)
         seeds = key.seeds(self.task.name)
@@ -291,8 +296,7 @@ class Evaluator:
 
         # 2. timing, interleaved turn by turn, with no preparation on the workers' cores; the
         # final turn's last output (still in the worker's buffers) is saved and judged
-        with prep.quiet():
-            times, turn = self._time_turns(timed, results)
+        times, turn = self._time_turns(timed, results, prep)
         asked = []
         for lv in list(timed):
             try:
@@ -396,7 +400,7 @@ class Evaluator:
             n_hot = max(3, min(self.policy.hot_samples, int(300 / max(res.cold.median_ms, 1e-3))))
             try:
                 assert lv.worker is not None
-                with prep.quiet():
+                with prep.quiet(strict=res.cold.median_ms < SHORT_CALL_S * 1e3):
                     reply = lv.worker.request(
                         self._batch_timeout(lv, n_hot + 1),
                         cmd="time",
@@ -412,33 +416,61 @@ class Evaluator:
         return hot
 
     def _time_turns(
-        self, timed: list[_Live], results: dict[str, CaseResult]
+        self, timed: list[_Live], results: dict[str, CaseResult], prep: Preparer
     ) -> tuple[dict[str, list[float]], int]:
         """Warm up, then timed turns over ``timed`` (those that fail leave it) until every
-        median is known; returns each one's cold times and the number of turns."""
+        median is known, with no preparation beside them (none at all for short calls);
+        returns each one's cold times and the number of turns."""
         times: dict[str, list[float]] = {lv.impl.label: [] for lv in timed}
-        spent: dict[str, float] = {lv.impl.label: 0.0 for lv in timed}
         batch: dict[str, int] = {}
+        per_call: dict[str, float] = {}  # seconds, from the warm-up
+        with prep.quiet():
+            for lv in list(timed):
+                self._warm_up(lv, results[lv.impl.label], timed, batch, per_call)
+        with prep.quiet(strict=min(per_call.values(), default=1.0) < SHORT_CALL_S):
+            turn = self._turns(timed, results, times, batch)
+        return times, turn
+
+    def _warm_up(
+        self,
+        lv: _Live,
+        res: CaseResult,
+        timed: list[_Live],
+        batch: dict[str, int],
+        per_call: dict[str, float],
+    ) -> None:
+        """Untimed cold calls; they set the implementation's batch (and its time per call)."""
+        pol = self.policy
+        try:
+            assert lv.worker is not None
+            first_s = (res.wall_ms_first_call or 0.0) / 1e3
+            warmup = pol.warmup_for(first_s)
+            t0 = time.monotonic()
+            lv.worker.request(
+                self._batch_timeout(lv, warmup),
+                cmd="time",
+                n=warmup,
+                mode="cold",
+                sets=list(TIMING_SETS),
+                start=0,
+            )
+            per_call[lv.impl.label] = (time.monotonic() - t0) / warmup
+            batch[lv.impl.label] = pol.batch_for(per_call[lv.impl.label])
+        except WorkerDied as exc:
+            self._fail(lv, res, exc.verdict, exc.detail)
+            timed.remove(lv)
+
+    def _turns(
+        self,
+        timed: list[_Live],
+        results: dict[str, CaseResult],
+        times: dict[str, list[float]],
+        batch: dict[str, int],
+    ) -> int:
+        """The timed turns of _time_turns; returns their number."""
+        spent: dict[str, float] = {lv.impl.label: 0.0 for lv in timed}
         turn = 0
         pol = self.policy
-        for lv in list(timed):
-            try:
-                assert lv.worker is not None
-                first_s = (results[lv.impl.label].wall_ms_first_call or 0.0) / 1e3
-                warmup = pol.warmup_for(first_s)
-                t0 = time.monotonic()
-                lv.worker.request(
-                    self._batch_timeout(lv, warmup),
-                    cmd="time",
-                    n=warmup,
-                    mode="cold",
-                    sets=list(TIMING_SETS),
-                    start=0,
-                )
-                batch[lv.impl.label] = pol.batch_for((time.monotonic() - t0) / warmup)
-            except WorkerDied as exc:
-                self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
-                timed.remove(lv)
         while timed:
             if all(settled(times[lv.impl.label], spent[lv.impl.label], pol) for lv in timed):
                 break
@@ -470,8 +502,9 @@ class Evaluator:
                     continue
                 spent[label] += time.monotonic() - t0
                 times[label] += reply["times_ms"][1:]  # the first call after a switch is dropped
+                results[label].placements = reply.get("placements")
             turn += 1
-        return times, turn
+        return turn
 
     def _setup_all(
         self,
@@ -535,17 +568,17 @@ class Evaluator:
         if self.case_filter is not None:
             cases = [c for c in cases if c.index in self.case_filter]
         prep = self.preparer or Preparer(self.work_dir, self.cores.helpers if self.cores else None)
-        following = None
-        if self.then is not None:
-            then_task, then_variant, then_suite = self.then
-            following = (then_task, then_variant, then_task.cases(then_suite)[0])
+        upcoming = [(self.task, self.variant, c) for c in cases]
+        for then_task, then_variant, then_suite in self.then:
+            if len(upcoming) > len(cases) + MAX_AHEAD:
+                break
+            upcoming += [(then_task, then_variant, c) for c in then_task.cases(then_suite)]
         try:
             for k, case in enumerate(cases):
                 self.progress(
                     f"{self.task.name} {self.variant} {self.suite} case {case.index}: {case.label}"
                 )
-                after = (self.task, self.variant, cases[k + 1]) if k + 1 < len(cases) else following
-                self._run_case(case, lives, prep, after)
+                self._run_case(case, lives, prep, upcoming[k + 1 : k + 1 + MAX_AHEAD])
         finally:
             if self.preparer is None:
                 prep.close()

@@ -1,9 +1,10 @@
-"""Input sets, their oracles and the judging of outputs, in a helper process one case ahead.
+"""Input sets, their oracles and the judging of outputs, in a helper process, cases ahead.
 
 Making a case's seeded input sets and computing their float64 oracles is host work of up to
-seconds per case. The coordinator asks for the next case as soon as it starts one; a helper
-process (spawned once) makes the sets, writes them where the workers load them, and computes
-each set's oracle, so that the GPU rarely waits. The oracles stay in the helper's memory: the
+seconds per case. The coordinator tells the helper which cases it will take next (up to
+MAX_AHEAD); a helper process (spawned once) makes the sets, writes them where the workers load
+them, and computes each set's oracle, several cases at once where it has the cores and the
+host memory, so that the GPU rarely waits. The oracles stay in the helper's memory: the
 coordinator asks the helper to judge the outputs that the workers leave in files
 (cudamaster.bench.verify), so that no oracle (up to 12 GiB per set) is ever copied.
 
@@ -28,7 +29,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
@@ -37,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import cpus
+from .. import cpus, formula
 from ..dtypes import STORAGE, concrete
 from ..errors import UserError
 from ..tasks import Case, Task, load_task
@@ -48,6 +49,9 @@ from .verify import CheckResult, compare, recheck
 log = logging.getLogger(__name__)
 
 N_SETS = 3  # input sets per case: the first call's, the second timing set, the re-check's
+MAX_AHEAD = 4  # cases asked for before they are taken
+MAX_AT_ONCE = 3  # cases the helper prepares at the same time (fewer on few cores)
+MEMORY_RESERVE = 0.15  # share of host memory a case started beside others leaves free
 
 
 @dataclass(frozen=True)
@@ -121,26 +125,32 @@ class Preparer:
         self._conn: Connection | None = None
         self._cases: dict[int, Prepared] = {}  # asked for and not discarded
         self._verdicts: dict[int, tuple[bool, Any]] = {}  # judge replies, by request id
-        self._ahead: Prepared | None = None
+        self._ahead: list[Prepared] = []  # asked for before being taken, in order
         self._next_id = 0
         self._pauses = 0
 
     # -- requests ---------------------------------------------------------------------------
-    def ahead(self, task: Task, variant: str, case: Case, base_seed: int) -> None:
-        """Start preparing a case that will be taken next (a previous such case not taken is
-        dropped)."""
-        key = CaseKey(str(task.folder), variant, case, base_seed)
-        if self._ahead is not None and self._ahead.key == key:
-            return
-        self._drop_ahead()
-        self._ahead = self._ask(task, key)
+    def ahead(self, upcoming: Sequence[tuple[Task, str, Case]], base_seed: int) -> None:
+        """The cases (task, variant, case) to be taken next, in order: the first MAX_AHEAD are
+        prepared from now on; those asked for earlier and no longer among them are dropped."""
+        keys = [(t, CaseKey(str(t.folder), v, c, base_seed)) for t, v, c in upcoming]
+        keys = keys[:MAX_AHEAD]
+        wanted = [k for _, k in keys]
+        for dropped in [p for p in self._ahead if p.key not in wanted]:
+            self._ahead.remove(dropped)
+            dropped.discard()
+        for task, key in keys:
+            if all(p.key != key for p in self._ahead):
+                self._ahead.append(self._ask(task, key))
 
     def take(self, task: Task, variant: str, case: Case, base_seed: int) -> Prepared:
-        """The case's input sets, written (prepared ahead, or now); raises UserError when the
-        task's generator failed. Its oracles may still be computing."""
+        """The case's input sets, written (prepared ahead, or now: then every case asked for
+        ahead is dropped); raises UserError when the task's generator failed. Its oracles may
+        still be computing."""
         key = CaseKey(str(task.folder), variant, case, base_seed)
-        if self._ahead is not None and self._ahead.key == key:
-            prepared, self._ahead = self._ahead, None
+        prepared = next((p for p in self._ahead if p.key == key), None)
+        if prepared is not None:
+            self._ahead.remove(prepared)
         else:
             self._drop_ahead()
             prepared = self._ask(task, key)
@@ -150,10 +160,16 @@ class Preparer:
         return prepared
 
     @contextlib.contextmanager
-    def quiet(self) -> Iterator[None]:
+    def quiet(self, strict: bool = False) -> Iterator[None]:
         """No preparation shares a core with what runs inside this block: a helper on cores of
-        its own goes on; otherwise it is stopped, then continued."""
-        if self.cores is not None:
+        its own goes on, unless ``strict``; otherwise it is stopped, then continued.
+
+        ``strict`` is for short timed calls. A timed region holds host work too (the launch,
+        the synchronize, the end event), and a helper streaming through host memory slows it
+        even from other cores: on an H200 host with every helper core running numpy, a 12 us
+        vector_add was timed 3-4 us longer (+30%), while calls of 0.1 ms and more moved by
+        about 2% or less (tests/gpu/test_timing_gpu.py)."""
+        if self.cores is not None and not strict:
             yield
             return
         proc = self._proc
@@ -173,7 +189,7 @@ class Preparer:
                     proc.send_signal(signal.SIGCONT)
 
     def close(self) -> None:
-        self._ahead = None
+        self._ahead = []
         proc, self._proc = self._proc, None
         if proc is not None:
             proc.kill()  # SIGKILL works on a stopped process too
@@ -192,7 +208,7 @@ class Preparer:
         rid = self._next_id
         prepared = Prepared(rid, key, key.seeds(task.name), self.root / f"r{rid}", _owner=self)
         self._cases[rid] = prepared
-        self._send(("prepare", rid, key, str(prepared.case_dir)))
+        self._send(("prepare", rid, key, str(prepared.case_dir), footprint(task, key)))
         return prepared
 
     def _ask_judge(self, prepared: Prepared, index: int, out_dir: Path, full: bool) -> Judgement:
@@ -217,9 +233,9 @@ class Preparer:
                 self._send(("drop", prepared.rid))
 
     def _drop_ahead(self) -> None:
-        dropped, self._ahead = self._ahead, None
-        if dropped is not None:
-            dropped.discard()
+        dropped, self._ahead = self._ahead, []
+        for prepared in dropped:
+            prepared.discard()
 
     def _send(self, msg: tuple) -> None:
         assert self._conn is not None
@@ -295,6 +311,38 @@ def scratch_dir(work_dir: Path | None = None) -> str | None:
     return None
 
 
+def footprint(task: Task, key: CaseKey) -> int:
+    """A rough estimate of the host memory (bytes) one case holds while it is prepared: every
+    argument whose shape the case's parameters give, in float64, three times over (values,
+    oracle, temporaries) for each set. Shapes only a generator knows are not counted."""
+    names = task.names(dict(key.case.params), key.variant)
+    elements = 0
+    for arg in task.spec.args:
+        if arg.shape is None:
+            continue
+        with contextlib.suppress(UserError):  # a size the generator derives (nnz)
+            elements += int(np.prod(formula.evaluate_shape(arg.shape, names), dtype=np.int64))
+    return elements * 8 * 3 * N_SETS
+
+
+def memory_available() -> int | None:
+    """Host memory still available (MemAvailable, bytes), or None where /proc says nothing."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _memory_total() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def oracle_of(task: Task, variant: str, inputs: InputSet) -> dict[str, Any]:
     """The task's float64 oracle on one input set, checked to give exactly the outputs."""
     dtypes = {a.name: concrete(a.dtype, variant) for a in task.spec.args}
@@ -309,10 +357,11 @@ def oracle_of(task: Task, variant: str, inputs: InputSet) -> dict[str, Any]:
 
 # -- inside the helper process -------------------------------------------------------------
 class _Helper:
-    """The helper's state: requests arrive on the main thread; cases are prepared in order on
-    one thread; judging runs on others, each waiting for the oracle it needs."""
+    """The helper's state: requests arrive on the main thread; cases are prepared in the order
+    asked, up to ``at_once`` at a time (while host memory allows) on threads of lower priority;
+    judging runs on others, each waiting for the oracle it needs."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, at_once: int = 1) -> None:
         self.conn = conn
         self.send_lock = threading.Lock()
         self.lock = threading.Lock()
@@ -321,27 +370,32 @@ class _Helper:
         self.oracles: dict[int, dict[int, dict[str, Any]]] = {}
         self.ready: dict[int, list[threading.Event]] = {}
         self.errors: dict[int, str] = {}
-        self.work: queue.Queue[tuple[int, CaseKey, Path]] = queue.Queue()
+        self.work: queue.Queue[tuple[int, CaseKey, Path, int]] = queue.Queue()
         self.judges = ThreadPoolExecutor(max_workers=2)
+        self.at_once = at_once
+        self.busy = 0  # cases being prepared now
+        self.room = threading.Condition(self.lock)  # notified when a case is done or dropped
+        self.turn = threading.Lock()
 
     def send(self, msg: tuple) -> None:
         with self.send_lock:
             self.conn.send(msg)
 
     def serve(self) -> None:
-        threading.Thread(target=self._prepare_loop, daemon=True).start()
+        for _ in range(self.at_once):
+            threading.Thread(target=self._prepare_loop, daemon=True).start()
         while True:
             try:
                 msg = self.conn.recv()
             except (EOFError, OSError):
                 os._exit(0)
             if msg[0] == "prepare":
-                _, rid, key, case_dir = msg
+                _, rid, key, case_dir, size = msg
                 with self.lock:
                     self.keys[rid] = key
                     self.oracles[rid] = {}
                     self.ready[rid] = [threading.Event() for _ in range(N_SETS)]
-                self.work.put((rid, key, Path(case_dir)))
+                self.work.put((rid, key, Path(case_dir), size))
             elif msg[0] == "judge":
                 self.judges.submit(self._judge, *msg[1:])
             elif msg[0] == "drop":
@@ -350,6 +404,7 @@ class _Helper:
                     self.keys.pop(msg[1], None)
                     for event in self.ready.pop(msg[1], []):
                         event.set()
+                    self.room.notify_all()
 
     def _task(self, key: CaseKey) -> Task:
         with self.lock:
@@ -358,11 +413,19 @@ class _Helper:
             return self.tasks[key.folder]
 
     def _prepare_loop(self) -> None:
+        # below the judges, who decide the case being timed now (a Linux nice value is per
+        # thread, and the threads this one starts inherit it)
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 5)
         while True:
-            rid, key, case_dir = self.work.get()
-            with self.lock:
-                if rid not in self.keys:
-                    continue  # dropped before its turn
+            with self.turn:  # one thread takes the next case, in order, and waits for room
+                rid, key, case_dir, size = self.work.get()
+                with self.room:
+                    while rid in self.keys and not self._fits(size):
+                        self.room.wait(0.5)  # memory is freed by drops and finished cases
+                    if rid not in self.keys:
+                        continue  # dropped before its turn
+                    self.busy += 1
             try:
                 self._prepare(rid, key, self._task(key), case_dir)
             except Exception as exc:  # the task's generator or oracle: one line, go on
@@ -373,10 +436,22 @@ class _Helper:
                     for event in self.ready.get(rid, []):
                         event.set()
                 self.send(("error", rid, self.errors[rid]))
-            with self.lock:
+            with self.room:
+                self.busy -= 1
                 dropped = rid not in self.keys
+                self.room.notify_all()
             if dropped:  # while it was being made: its files too (the coordinator removed them
                 shutil.rmtree(case_dir, ignore_errors=True)  # before they were all written)
+
+    def _fits(self, size: int) -> bool:
+        """Whether a case of about ``size`` bytes may start now: always when no other is being
+        prepared, else only while the host keeps MEMORY_RESERVE of its memory free after it."""
+        if self.busy == 0:
+            return True
+        free, total = memory_available(), _memory_total()
+        if free is None or total is None:
+            return False  # unknown memory: one case at a time
+        return free - size >= MEMORY_RESERVE * total
 
     def _prepare(self, rid: int, key: CaseKey, task: Task, case_dir: Path) -> None:
         seeds = key.seeds(task.name)
@@ -452,7 +527,8 @@ def main() -> None:
     """The helper process: serve the coordinator on the socket whose descriptor is argv[1]."""
     _die_with_parent()
     logging.basicConfig(level=logging.WARNING)
-    _Helper(Connection(int(sys.argv[1]))).serve()
+    at_once = max(1, min(MAX_AT_ONCE, len(cpus.available()) // N_SETS))
+    _Helper(Connection(int(sys.argv[1])), at_once).serve()
 
 
 def _die_with_parent() -> None:

@@ -2,10 +2,11 @@
 
 It loads one built library, holds the case's buffers on the GPU, and runs the calls the
 coordinator asks for: checked calls (poisoned outputs, zeroed accumulators, restored in-place
-inputs; inputs compared afterwards) and timed batches. Outputs are copied, when asked, into one
-file per output in the case's folder (memory-backed), mapped and page-locked once per case, so
-the coordinator reads them without another copy. It judges nothing: verdicts are the
-coordinator's. A crash, a CUDA error or a hang ends only this process.
+inputs; inputs compared afterwards) and timed batches; cold timed calls rotate over several
+placements of the buffers (copies at other device addresses; see Worker.time). Outputs are
+copied, when asked, into one file per output in the case's folder (memory-backed), mapped and
+page-locked once per case, so the coordinator reads them without another copy. It judges
+nothing: verdicts are the coordinator's. A crash, a CUDA error or a hang ends only this process.
 
 Protocol: one JSON object per line on stdin; one JSON reply per line on the original stdout,
 which is moved to a private descriptor so that anything the implementation prints goes to stderr.
@@ -37,6 +38,8 @@ from .symbols import VENDOR_LIBRARY_FILES
 
 POISON_BYTE = 0xFF  # all-ones is NaN in fp32 and bf16, and -1 in int32
 SCALAR_CTYPES = {"i32": ctypes.c_int, "f32": ctypes.c_float, "bf16": ctypes.c_uint16}
+PLACEMENTS = 8  # buffer placements that cold timed calls rotate over, at most
+PLACEMENT_SHARE = 0.125  # of the device memory free at the first cold batch, at most, for them
 
 
 @dataclass
@@ -52,6 +55,10 @@ class ArgBuffers:
     host: list[np.ndarray] = field(default_factory=list)  # host copies (without one)
     out: np.ndarray | None = None  # the output file, mapped: where saved outputs land
     pinned: bool = False  # out is page-locked
+    # placements 1, 2, ... (0 is the buffers above): copies of the timing sets (inputs) or
+    # another work buffer (the other roles), elsewhere in device memory
+    moved_inputs: list[dict[int, int]] = field(default_factory=list)
+    moved_work: list[int] = field(default_factory=list)
 
 
 class Worker:
@@ -66,6 +73,9 @@ class Worker:
         self.events: tuple[int, int] = (0, 0)
         self.baseline_libs: set[str] = set()
         self.count_diff: Any = None  # csrc/compare.cu's cm_count_diff, when given
+        self.placements = 0  # made for this case's cold timing (0: not yet)
+        self.cold_calls = 0  # cold timed calls on this case so far
+        self.current = 0  # the placement of the last call (its outputs are the ones saved)
 
     # -- commands ---------------------------------------------------------------------------
     def init(self, device: int = 0, comparer: str | None = None) -> dict:
@@ -171,18 +181,26 @@ class Worker:
             if pinned:
                 self.rt.unregister(mapped)
 
-    def _prepare(self, s: int) -> None:
+    @staticmethod
+    def _work(buf: ArgBuffers, p: int) -> int:
+        return buf.work if p == 0 else buf.moved_work[p - 1]
+
+    @staticmethod
+    def _input(buf: ArgBuffers, s: int, p: int) -> int:
+        return buf.per_set[s] if p == 0 else buf.moved_inputs[p - 1][s]
+
+    def _prepare(self, s: int, p: int = 0) -> None:
         """Per-call state: restore in-place inputs, zero accumulators, poison outputs."""
         assert self.rt is not None
         for buf in self.args:
             if buf.role == "inplace":
-                self.rt.copy_d2d_async(buf.work, buf.per_set[s], buf.nbytes)
+                self.rt.copy_d2d_async(self._work(buf, p), buf.per_set[s], buf.nbytes)
             elif buf.role == "accumulate":
-                self.rt.memset_async(buf.work, 0, buf.nbytes)
+                self.rt.memset_async(self._work(buf, p), 0, buf.nbytes)
             elif buf.role == "output":
-                self.rt.memset_async(buf.work, POISON_BYTE, buf.nbytes)
+                self.rt.memset_async(self._work(buf, p), POISON_BYTE, buf.nbytes)
 
-    def _call_args(self, s: int) -> list[Any]:
+    def _call_args(self, s: int, p: int = 0) -> list[Any]:
         out: list[Any] = []
         bufs = {b.name: b for b in self.args}
         scalars = iter(self.scalars[s])
@@ -191,18 +209,39 @@ class Worker:
                 out.append(next(scalars))
             else:
                 b = bufs[spec["name"]]
-                out.append(b.per_set[s] if b.role == "input" else b.work)
+                out.append(self._input(b, s, p) if b.role == "input" else self._work(b, p))
         return out
 
     def _write_outputs(self) -> None:
         assert self.rt is not None
         for buf in self.args:
             if buf.out is not None:
-                self.rt.download_into(buf.out, buf.work)
+                self.rt.download_into(buf.out, self._work(buf, self.current))
+
+    def _place(self, sets: list[int]) -> None:
+        """Make the placements of this case's cold timing, once: as many as PLACEMENTS and
+        PLACEMENT_SHARE of the free device memory allow (1: the buffers alone)."""
+        assert self.rt is not None
+        if self.placements:
+            return
+        each = sum(b.nbytes * (len(set(sets)) if b.role == "input" else 1) for b in self.args)
+        room = int(PLACEMENT_SHARE * self.rt.free_memory()) // max(each, 1)
+        self.placements = 1 + max(0, min(PLACEMENTS - 1, room))
+        for _ in range(self.placements - 1):
+            for buf in self.args:
+                if buf.role == "input":
+                    copies = {s: self.rt.malloc(buf.nbytes) for s in set(sets)}
+                    for s, ptr in copies.items():
+                        self.rt.copy_d2d_async(ptr, buf.per_set[s], buf.nbytes)
+                    buf.moved_inputs.append(copies)
+                else:
+                    buf.moved_work.append(self.rt.malloc(buf.nbytes))
+        self.rt.synchronize()
 
     def run(self, set: int) -> dict:
         """One checked call on input set ``set``; its outputs land in the output files."""
         assert self.rt is not None
+        self.current = 0
         self._prepare(set)
         self.rt.synchronize()
         args = self._call_args(set)
@@ -259,19 +298,35 @@ class Worker:
         return bool(np.array_equal(x, y))
 
     def time(self, n: int, mode: str, sets: list[int], start: int) -> dict:
-        """n timed calls rotating over input sets; cold mode flushes L2 before each."""
+        """n timed calls rotating over input sets; cold mode flushes L2 before each.
+
+        Cold calls also rotate over placements, one step per round of the sets, carried over
+        from batch to batch: the same buffers at other physical addresses. A kernel that keeps
+        few requests in flight (one block streaming memory, say) can take several percent
+        longer at one placement than at another, steadily (on an H200: 13.2 to 14.1 ms over 12
+        placements of the same vector_add); two processes allocate at different places, so
+        with one placement each, an implementation timed against itself would differ by that
+        much."""
         assert self.rt is not None
         rt, (ev0, ev1), fn = self.rt, self.events, self.fn
         record, device_sync = rt.lib.cudaEventRecord, rt.lib.cudaDeviceSynchronize
-        converted = {s: self._ctypes_args(s) for s in set(sets)}
+        if mode == "cold":
+            self._place(sets)
+        converted: dict[tuple[int, int], tuple[Any, ...]] = {}
         times = []
         for i in range(n):
-            s = sets[(start + i) % len(sets)]
-            self._prepare(s)
+            s, p = sets[(start + i) % len(sets)], 0
+            if mode == "cold":
+                p = (self.cold_calls // len(sets)) % self.placements
+                self.cold_calls += 1
+            if (s, p) not in converted:
+                converted[s, p] = self._ctypes_args(s, p)
+            self._prepare(s, p)
+            self.current = p
             if mode == "cold":
                 rt.memset_async(self.flush_ptr, i & 0xFF, self.flush_bytes)
             rt.synchronize()
-            args = converted[s]
+            args = converted[s, p]
             # the timed region holds the calls and nothing else; their codes are checked after
             began = record(ev0, None)
             fn(*args)
@@ -282,12 +337,13 @@ class Worker:
             rt.check("cudaEventRecord", ended)
             times.append(rt.elapsed_ms(ev0, ev1))
         rt.last_error()
-        return {"ok": True, "times_ms": times}
+        return {"ok": True, "times_ms": times, "placements": max(self.placements, 1)}
 
-    def _ctypes_args(self, s: int) -> tuple[Any, ...]:
-        """The call's arguments on input set ``s``, converted to their C types once."""
+    def _ctypes_args(self, s: int, p: int) -> tuple[Any, ...]:
+        """The call's arguments on input set ``s`` at placement ``p``, as C types."""
         assert self.fn is not None
-        return tuple(t(v) for t, v in zip(self.fn.argtypes, self._call_args(s), strict=True))
+        args = self._call_args(s, p)
+        return tuple(t(v) for t, v in zip(self.fn.argtypes, args, strict=True))
 
     def save(self) -> dict:
         """Copy the outputs as the last call left them (the last timed call's, after time)."""
@@ -297,6 +353,7 @@ class Worker:
     def profiled_call(self, set: int) -> dict:
         """One call between cudaProfilerStart and cudaProfilerStop (for ncu's range filter)."""
         assert self.rt is not None
+        self.current = 0
         self._prepare(set)
         self.rt.synchronize()
         args = self._call_args(set)
@@ -310,13 +367,16 @@ class Worker:
     def release(self) -> dict:
         if self.rt is not None:
             for buf in self.args:
-                for p in [*buf.per_set, *buf.pristine, buf.work, buf.snapshot]:
+                moved = [p for copies in buf.moved_inputs for p in copies.values()]
+                for p in [*buf.per_set, *buf.pristine, buf.work, buf.snapshot, *moved,
+                          *buf.moved_work]:  # fmt: skip
                     if p:
                         self.rt.free(p)
                 if buf.pinned:
                     self.rt.unregister(buf.out)
                 buf.out = None  # unmapped once no reference is left
         self.args = []
+        self.placements = self.cold_calls = self.current = 0
         return {"ok": True}
 
 
