@@ -113,6 +113,20 @@ def test_a_case_is_estimated_from_its_shapes_and_a_helper_with_room_prepares_sev
     conn_here.close()
 
 
+def test_the_helper_prepares_at_the_lowest_priority_and_starts_judges_at_the_normal_one(
+    preparer,
+):
+    from cudamaster.bench.prepare import PREPARE_NICE
+
+    task = get_task("vector_add")
+    preparer.take(task, "fp32", task.cases("paper")[0], 0)
+    tasks = Path(f"/proc/{preparer._proc.pid}/task")
+    nice = sorted(int(t.joinpath("stat").read_text().rsplit(")", 1)[1].split()[16])
+                  for t in tasks.iterdir())  # fmt: skip
+    # the main thread (whose requests start the judges' threads) at 0; the preparing ones lower
+    assert nice[0] == 0 and nice[-1] == PREPARE_NICE
+
+
 def test_a_helper_without_cores_of_its_own_is_stopped_inside_quiet_and_runs_again_after(preparer):
     task = get_task("vector_add")
     preparer.take(task, "fp32", task.cases("paper")[0], 0)

@@ -323,7 +323,8 @@ def bench_cmd(
         def done(job: tuple, gpu, result: tuple) -> None:
             results.append(result[1])
             write_json({"device": asdict(first), "devices": facts, "results": results,
-                        "build_s": build_s, "wall_s": time.monotonic() - t_build}, out)  # fmt: skip
+                        "build_s": build_s, "wall_s": time.monotonic() - t_build}, out,
+                       compact=True)  # fmt: skip
             progress.advance(bar)
 
         try:
@@ -688,7 +689,7 @@ def _bench_on_ray(
             devices[f"{placement.host}/{device.name}"] = asdict(device)
             results.append(data)
             write_json({"devices": devices, "results": results, "ray": address,
-                        "wall_s": time.monotonic() - t0}, out)  # fmt: skip
+                        "wall_s": time.monotonic() - t0}, out, compact=True)  # fmt: skip
             progress.update(bar, advance=1, description=" ".join(map(str, job[:3])))
 
         finished = pool.run(jobs, bench_job, done)

@@ -52,6 +52,7 @@ N_SETS = 3  # input sets per case: the first call's, the second timing set, the 
 MAX_AHEAD = 4  # cases asked for before they are taken
 MAX_AT_ONCE = 3  # cases the helper prepares at the same time (fewer on few cores)
 MEMORY_RESERVE = 0.15  # share of host memory a case started beside others leaves free
+PREPARE_NICE = 19  # the preparing threads' Linux nice value (the judges' stays 0)
 
 
 @dataclass(frozen=True)
@@ -414,9 +415,11 @@ class _Helper:
 
     def _prepare_loop(self) -> None:
         # below the judges, who decide the case being timed now (a Linux nice value is per
-        # thread, and the threads this one starts inherit it)
+        # thread, and the threads this one starts inherit it). The lowest priority: the
+        # oracles of the cases ahead run up to MAX_AT_ONCE * N_SETS at once, each over many
+        # threads, and at nice 5 their number would still outweigh two judges.
         with contextlib.suppress(OSError, AttributeError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 5)
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), PREPARE_NICE)
         while True:
             with self.turn:  # one thread takes the next case, in order, and waits for room
                 rid, key, case_dir, size = self.work.get()
