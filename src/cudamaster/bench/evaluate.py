@@ -578,7 +578,7 @@ class Evaluator:
                 self.progress(
                     f"{self.task.name} {self.variant} {self.suite} case {case.index}: {case.label}"
                 )
-                self._run_case(case, lives, prep, upcoming[k + 1 : k + 1 + MAX_AHEAD])
+                self._run_case(case, lives, prep, upcoming[k + 1 :])
         finally:
             if self.preparer is None:
                 prep.close()

@@ -134,8 +134,7 @@ class Preparer:
     def ahead(self, upcoming: Sequence[tuple[Task, str, Case]], base_seed: int) -> None:
         """The cases (task, variant, case) to be taken next, in order: the first MAX_AHEAD are
         prepared from now on; those asked for earlier and no longer among them are dropped."""
-        keys = [(t, CaseKey(str(t.folder), v, c, base_seed)) for t, v, c in upcoming]
-        keys = keys[:MAX_AHEAD]
+        keys = [(t, CaseKey(str(t.folder), v, c, base_seed)) for t, v, c in upcoming[:MAX_AHEAD]]
         wanted = [k for _, k in keys]
         for dropped in [p for p in self._ahead if p.key not in wanted]:
             self._ahead.remove(dropped)
