@@ -4,6 +4,7 @@ proves the coordinator, the worker protocol, the verdicts and the reports withou
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -84,6 +85,31 @@ def test_unwritten_element_is_caught_by_the_poison(fake_cuda):
     wrong = report.impl("vector_add_cpu_wrong")
     assert wrong.verdict == "wrong"
     assert "1/1024 elements wrong, 1 NaN" in wrong.detail
+    # timed while its first output was judged, but no time is reported for a wrong output
+    assert all(c.verdict == "wrong" and c.cold is None and c.hot is None for c in wrong.cases)
+
+
+def test_a_cases_judgements_are_awaited_after_the_next_cases_first_calls(fake_cuda, monkeypatch):
+    # The GPU does not wait for the host's judging: a case's first outputs are judged while it
+    # is timed, its timed and re-checked outputs while the next case loads and runs.
+    order: list[str] = []
+    first_calls, settle = Evaluator._first_calls, evaluate._Settle.run
+
+    def spy_first(self, loaded, results):
+        order.append(f"first calls {next(iter(results.values())).index}")
+        return first_calls(self, loaded, results)
+
+    def spy_settle(self):
+        order.append(f"settle {next(iter(self.results.values())).index}")
+        return settle(self)
+
+    monkeypatch.setattr(Evaluator, "_first_calls", spy_first)
+    monkeypatch.setattr(evaluate._Settle, "run", spy_settle)
+    _, report = run("vector_add_cpu_slow", cases=(0, 1, 2))
+    assert [i.verdict for i in report.impls] == ["ok", "ok"]
+    assert order == ["first calls 0", "first calls 1", "settle 0", "first calls 2", "settle 1",
+                     "settle 2"]  # fmt: skip
+    assert all(c.hot is not None for i in report.impls for c in i.cases)
 
 
 def test_outputs_are_judged_the_same_where_they_cannot_be_page_locked(fake_cuda, monkeypatch):
@@ -92,10 +118,8 @@ def test_outputs_are_judged_the_same_where_they_cannot_be_page_locked(fake_cuda,
     assert report.impl("baseline").verdict == "ok"
     assert report.impl("vector_add_cpu_wrong").verdict == "wrong"
     phases = report.phases[0]
-    assert (
-        phases["checks"] > 0
-        and phases["checks"] <= phases["first_calls"] + phases["finish"] + phases["timing"]
-    )
+    waited = phases["finish"] + phases["settle"]  # the first calls' verdicts, then the others
+    assert 0 < phases["checks"] <= waited
 
 
 def test_crash_and_hang_are_verdicts_and_the_others_still_evaluate(fake_cuda):
@@ -116,6 +140,49 @@ def test_input_mutation_and_first_call_caching_are_caught(fake_cuda, comparer, m
     assert report.impl("mutates").verdict == "inputs_mutated"
     assert "A" in report.impl("mutates").detail
     assert report.impl("caches").verdict == "wrong_when_timed"
+
+
+def test_an_evaluations_last_verdicts_come_in_while_the_next_evaluation_runs(
+    fake_cuda, tmp_path, monkeypatch
+):
+    from cudamaster.bench.prepare import Preparer
+
+    order: list[str] = []
+    first_calls = Evaluator._first_calls
+
+    def spy_first(self, loaded, results):
+        order.append(f"first calls {self.suite}")
+        return first_calls(self, loaded, results)
+
+    monkeypatch.setattr(Evaluator, "_first_calls", spy_first)
+    task = get_task("vector_add")
+    impls = [Impl("baseline", FAKE / "vector_add_cpu.c", trusted=True),
+             Impl("wrong", FAKE / "vector_add_cpu_wrong.c")]  # fmt: skip
+    prep = Preparer(tmp_path / "scratch")
+    try:
+        first = Evaluator(task, "fp32", "paper", "sm_90", policy=POLICY, cases=[0], preparer=prep)
+        report = first.run(impls, defer=True)
+        # not settled yet: the wrong first output is known, the rest is not
+        assert [i.cases[0].verdict for i in report.impls] == ["pending", "wrong"]
+        assert [i.verdict for i in report.impls] == ["pending", "pending"]
+        settle = first.settle
+
+        def spy_settle():
+            order.append("settle paper")
+            settle()
+
+        second = Evaluator(task, "fp32", "large", "sm_90", policy=POLICY, cases=[0], preparer=prep)
+        later = second.run(impls, previous=spy_settle, defer=True)
+        assert [i.verdict for i in report.impls] == ["ok", "wrong"]
+        assert report.phases[0]["checks"] > 0 and "settle" in report.phases[0]
+        second.settle()
+        second.settle()  # once is enough; again does nothing
+    finally:
+        prep.close()
+    assert order == ["first calls paper", "first calls large", "settle paper"]
+    assert [i.verdict for i in later.impls] == ["ok", "wrong"]
+    with pytest.raises(ValueError, match="preparer"):
+        Evaluator(task, "fp32", "paper", "sm_90").run(impls, defer=True)
 
 
 def test_trusted_workers_are_reused_across_evaluations_candidates_never(fake_cuda):
@@ -259,7 +326,7 @@ def _recording_worker(tmp_path: Path, n: int = 1000):
     worker = Worker()
     worker.init()
     assert worker.load(str(lib), "vector_add", args)["ok"]
-    worker.setup(str(tmp_path), 3, args, [[n]] * 3, out=str(tmp_path / "out"))
+    worker.setup(str(tmp_path), 3, args, [[n]] * 3, outputs=str(tmp_path / "out"))
     seen = ctypes.CDLL(str(lib))  # the same loaded library: its record of the calls
     seen.buffer_of.restype = ctypes.c_void_p
 
@@ -293,8 +360,8 @@ def test_cold_timed_calls_rotate_over_placements_and_the_last_ones_output_is_sav
     counts = sorted(outputs.count(c) for c in set(outputs))
     assert counts[-1] - counts[0] <= 2, counts  # evenly, carried over from batch to batch
     assert (first_a, first_b) in {(a, b) for a, b, _ in calls[::2]}
-    worker.save()  # the last call was on set 1, at the placement it used
-    saved = np.fromfile(tmp_path / "out" / "C.bin", dtype=np.float32)
+    slot = worker.save()["slot"]  # the last call was on set 1, at the placement it used
+    saved = np.fromfile(slot, dtype=np.float32, count=len(sets[1]))
     assert np.array_equal(saved, sets[1])
     hot_from = len(buffers(0))
     worker.time(n=4, mode="hot", sets=[0, 1], start=0)  # hot calls stay on the first buffers
@@ -309,4 +376,43 @@ def test_placements_are_only_what_device_memory_allows(fake_cuda, tmp_path, monk
     reply = worker.time(n=8, mode="cold", sets=[0, 1], start=0)
     assert reply["placements"] == 1
     assert len({c for _, _, c in buffers(0)}) == 1
+    worker.release()
+
+
+def test_output_slots_take_turns_and_are_mapped_again_only_to_resize(
+    fake_cuda, tmp_path, monkeypatch
+):
+    import numpy as np
+
+    from cudamaster.bench import worker as worker_module
+
+    worker, _, sets = _recording_worker(tmp_path)  # case 0 set up
+    args, scalars, out = worker.arg_specs, worker.scalars, str(tmp_path / "out")
+    used = []
+    for case in range(5):
+        if case:
+            worker.setup(str(tmp_path), 3, args, scalars, outputs=out)
+        used.append((worker.run(0)["slot"], worker.save()["slot"]))
+        if case == 1:  # every slot written once by now
+            mapped = [slot.data for slot in worker.slots]
+    # a case's first output never goes where the case before left outputs still being judged
+    for (check, timed), (next_check, _) in itertools.pairwise(used):
+        assert next_check not in (check, timed) and check != timed
+    assert all(s.data is m for s, m in zip(worker.slots, mapped, strict=True))  # not remapped
+    # a bigger case: the slot written is made anew, as a new file, while a reader of the old
+    # one (the judge of the case before) still reads what it was given
+    worker.setup(str(tmp_path), 0, [{**a, "nbytes": 16 * a["nbytes"]} for a in args], scalars,
+                 outputs=out)  # fmt: skip
+    target = worker.timed_slot
+    reader = np.memmap(worker.slots[target].path, dtype=np.float32, mode="r", shape=(1000,))
+    before = np.array(reader)
+    worker.save()
+    assert worker.slots[target].data.nbytes >= 16 * 4000
+    assert np.array_equal(reader, before) and np.array_equal(before, sets[0])
+    others = [i for i in range(worker_module.SLOTS) if i != target]
+    assert all(worker.slots[i].data is mapped[i] for i in others)  # untouched until written
+    monkeypatch.setattr(worker_module, "SHRINK_FROM", 0)  # a far smaller case: slots shrink
+    worker.setup(str(tmp_path), 0, [{**a, "nbytes": 4} for a in args], scalars, outputs=out)
+    worker.save()
+    assert worker.slots[worker.timed_slot].data.nbytes == worker_module.SLOT_ALIGN
     worker.release()

@@ -16,6 +16,7 @@ from cudamaster.bench.inputs import make_inputs
 from cudamaster.bench.prepare import (
     N_SETS,
     CaseKey,
+    OutputFile,
     Preparer,
     _Helper,
     footprint,
@@ -39,19 +40,25 @@ def _state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
-def _write_outputs(folder: Path, values: dict, variant: str, task) -> None:
-    """Outputs as a worker leaves them: each the oracle's value in storage, one file each."""
-    folder.mkdir(parents=True, exist_ok=True)
+def _write_outputs(path: Path, values: dict, variant: str, task) -> OutputFile:
+    """Outputs as a worker leaves them in a slot: each the oracle's value in storage, one after
+    the other (at an offset that is not the first)."""
+    layout, chunks, at = {}, [b"pad!"], 4
     for name, value in values.items():
         ref = value[0] if isinstance(value, tuple) else value
         dtype = concrete(next(a for a in task.spec.args if a.name == name).dtype, variant)
-        to_storage(np.asarray(ref).reshape(-1), dtype).tofile(folder / f"{name}.bin")
+        chunks.append(to_storage(np.asarray(ref).reshape(-1), dtype).tobytes())
+        layout[name] = (at, len(chunks[-1]))
+        at += len(chunks[-1])
+    path.write_bytes(b"".join(chunks))
+    return OutputFile(path, layout)
 
 
 def test_prepared_sets_are_those_made_here_and_judged_against_their_oracles(preparer, tmp_path):
     task = get_task("softmax")  # its oracle returns values and a magnitude
     case = task.cases("paper")[0]
     got = preparer.take(task, "bf16", case, base_seed=5)
+    outputs = []
     assert len(got.sets) == N_SETS and len(set(got.seeds)) == N_SETS
     for i, seed in enumerate(got.seeds):
         here = make_inputs(task, case, "bf16", seed)
@@ -61,20 +68,20 @@ def test_prepared_sets_are_those_made_here_and_judged_against_their_oracles(prep
             written = np.fromfile(got.case_dir / f"set{i}" / f"{name}.bin", dtype=STORAGE["bf16"])
             assert np.array_equal(written, arr)
         right = oracle_of(task, "bf16", here)
-        _write_outputs(tmp_path / f"right{i}", right, "bf16", task)
-        [verdict] = got.judge(i, tmp_path / f"right{i}")
+        outputs.append(_write_outputs(tmp_path / f"right{i}", right, "bf16", task))
+        [verdict] = got.judge(i, outputs[i])
         assert verdict.passed and verdict.paper_rule_passed
-        assert got.judge(i, tmp_path / f"right{i}", full=False) == []  # nothing failing
+        assert got.judge(i, outputs[i], full=False) == []  # nothing failing
     # set 1's correct output is wrong for set 0 (the sets differ): both judgements say so
-    [verdict] = got.judge(0, tmp_path / "right1")
+    [verdict] = got.judge(0, outputs[1])
     assert not verdict.passed and verdict.failed > 0
-    [failing] = got.judge(0, tmp_path / "right1", full=False)
+    [failing] = got.judge(0, outputs[1], full=False)
     assert failing.failed == verdict.failed
     assert sorted(got.oracle_seconds) == list(range(N_SETS))
     got.discard()
     assert not got.case_dir.exists()
     with pytest.raises(UserError, match="dropped"):
-        got.judge(0, tmp_path / "right0")
+        got.judge(0, outputs[0])
 
 
 def test_cases_asked_for_ahead_are_those_taken_and_a_case_not_taken_is_dropped(preparer):

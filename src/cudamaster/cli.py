@@ -8,6 +8,7 @@ import logging
 import os
 import re
 import sys
+import threading
 import time
 from dataclasses import asdict
 from enum import StrEnum
@@ -260,12 +261,13 @@ def bench_cmd(
 ) -> None:
     """Baseline vs library over many operators; results saved as JSON as they come."""
     from .bench.client import WorkerPool
-    from .bench.evaluate import Evaluator, standard_impls
+    from .bench.evaluate import EvalReport, Evaluator, standard_impls
     from .bench.prepare import Preparer
+    from .device import DeviceFacts
     from .device import targets as device_targets
     from .gpus import GpuLost, GpuPool
     from .report import report_json, score_impl, write_json
-    from .tasks import discover, get_task
+    from .tasks import Task, discover, get_task
 
     names = [o.strip() for o in ops.split(",")] if ops else list(discover())
     tasks = [get_task(n) for n in names]
@@ -299,8 +301,22 @@ def bench_cmd(
         contextlib.closing(pool),
     ):
         bar = progress.add_task("bench", total=len(jobs))
+        facts = {u: asdict(d) for u, d in devices.items()}
+        # per GPU, the evaluation before, whose last case is judged while the next one runs
+        settling: dict[str, tuple[Evaluator, Task, EvalReport, DeviceFacts]] = {}
+        saving = threading.Lock()
 
-        def evaluate(job: tuple, gpu) -> tuple:
+        def publish(uuid: str) -> None:
+            """The GPU's evaluation before, settled, into the results file."""
+            ev, task, report, device = settling.pop(uuid)
+            ev.settle()
+            with saving:
+                results.append(report_json(task, report, device))
+                write_json({"device": asdict(first), "devices": facts, "results": results,
+                            "build_s": build_s, "wall_s": time.monotonic() - t_build}, out,
+                           compact=True)  # fmt: skip
+
+        def evaluate(job: tuple, gpu) -> EvalReport:
             task, variant, s = job
             device = devices[gpu.uuid]
             progress.update(bar, description=f"{task.name} {variant} {s}")
@@ -310,30 +326,34 @@ def bench_cmd(
             ev = Evaluator(task, variant, s, device.arch, base_seed=seed, pool=pool,
                            preparer=preparers[gpu.uuid], then=following.get(id(job), ()),
                            progress=lambda m: progress.update(bar, description=m))  # fmt: skip
+            before = settling.get(gpu.uuid)
             try:
-                report = ev.run(standard_impls(task, variant))
+                report = ev.run(standard_impls(task, variant),
+                                previous=before[0].settle if before else None,
+                                defer=True)  # fmt: skip
             except UserError as exc:  # this GPU's workers cannot start: the job goes elsewhere
                 if gpu.pinned and "no usable CUDA GPU" in str(exc):
                     raise GpuLost(str(exc)) from None
                 raise
-            return report, report_json(task, report, device)
-
-        facts = {u: asdict(d) for u, d in devices.items()}
-
-        def done(job: tuple, gpu, result: tuple) -> None:
-            results.append(result[1])
-            write_json({"device": asdict(first), "devices": facts, "results": results,
-                        "build_s": build_s, "wall_s": time.monotonic() - t_build}, out,
-                       compact=True)  # fmt: skip
-            progress.advance(bar)
+            if before is not None:
+                publish(gpu.uuid)
+            settling[gpu.uuid] = (ev, task, report, device)
+            return report
 
         try:
-            finished = GpuPool(targets).run(jobs, evaluate, done)
+            finished = GpuPool(targets).run(jobs, evaluate, lambda *_: progress.advance(bar))
+            for uuid in list(settling):
+                publish(uuid)
         finally:
+            for uuid in list(settling):  # an error cut the bench short: keep what can be kept
+                try:
+                    publish(uuid)
+                except Exception as exc:
+                    err_console.print(f"an evaluation cut short could not be saved: {exc}")
             for prep in preparers.values():
                 prep.close()
     summary = _bench_table(f"bench on {', '.join(sorted({d.name for d in devices.values()}))}")
-    for (task, variant, s), (report, _) in zip(jobs, finished, strict=True):
+    for (task, variant, s), report in zip(jobs, finished, strict=True):
         device = devices[report.gpu["uuid"]] if report.gpu else first
         scores = {
             sc.label: sc for sc in (score_impl(task, report, i, device) for i in report.impls)

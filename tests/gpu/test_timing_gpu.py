@@ -54,7 +54,7 @@ def _time_through_worker(label: str, lib: Path, case_dir: Path, ev: Evaluator, s
             nsets=2,
             args=specs,
             scalars=[s.call_scalars for s in sets],
-            out=str(case_dir / f"out-{label}"),
+            outputs=str(case_dir / f"out-{label}"),
         )
         cold = w.request(120, cmd="time", n=300, mode="cold", sets=[0, 1], start=0)["times_ms"]
         hot = w.request(120, cmd="time", n=300, mode="hot", sets=[0, 1], start=0)["times_ms"]

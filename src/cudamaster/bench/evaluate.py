@@ -1,14 +1,19 @@
 """Evaluate implementations of one operator on one (variant, suite): verify, then time.
 
 Every implementation runs in its own worker process. Per case: seeded input sets are made and
-the float64 oracle computed once; each implementation's first call is checked; those that pass
-are timed together, turn by turn, until every one's median is known, so that clock drift cancels
-in their ratios; the output of the final timed turn's last call, on the input set that the
-first call did not use, is checked too (an implementation that caches, or leaves work running
-past the call, differs there); finally a fresh input set is checked again. The inputs and
-oracles come from cudamaster.bench.prepare, cases ahead, which also judges the outputs; no
-preparation shares a core with a timed call (cudamaster.cpus), and none runs at all while short
-calls are timed. Cold calls rotate over several placements of the buffers (bench.worker).
+the float64 oracle computed once; each implementation's first call is checked; they are timed
+together, turn by turn, until every one's median is known, so that clock drift cancels in their
+ratios; the output of the final timed turn's last call, on the input set that the first call did
+not use, is checked too (an implementation that caches, or leaves work running past the call,
+differs there); finally a fresh input set is checked again. Only an implementation whose every
+check passed gets times in the report.
+
+The inputs and oracles come from cudamaster.bench.prepare, cases ahead, which also judges the
+outputs, while the GPU goes on: the first outputs while they are timed, the timed and re-checked
+outputs while the next case loads and makes its first calls (a wrong first output costs only
+its timing). No preparation shares a core with a timed call (cudamaster.cpus), and none runs at
+all while short calls are timed. Cold calls rotate over several placements of the buffers
+(bench.worker).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from ..tasks import Case, Task
 from .build import BuildError, BuildResult, build
 from .client import WorkerClient, WorkerDied, WorkerPool
 from .comparer import comparer_library
-from .prepare import MAX_AHEAD, N_SETS, CaseKey, Judgement, Prepared, Preparer
+from .prepare import MAX_AHEAD, N_SETS, CaseKey, Judgement, OutputFile, Prepared, Preparer
 from .symbols import SymbolReport, check_library, defines_symbol
 from .timing import TimingPolicy, TimingStats, exhausted, settled, summarize
 from .verify import CheckResult
@@ -101,9 +106,11 @@ class EvalReport:
     wall_s: float = 0.0
     gpu: dict[str, Any] | None = None  # the GPU this ran on, when pinned (cudamaster.gpus)
     # per case, where the coordinator's wall time went (seconds): waiting for the inputs, input
-    # sets loaded by the workers, first calls checked, timed turns, hot timing and the
-    # re-check; "checks" is the part of those spent waiting for judged outputs (and so for
-    # the oracles), "oracles" the longest oracle (computed by the preparer, cases ahead)
+    # sets loaded by the workers, first calls made, the previous case settled (its verdicts
+    # waited for), timed turns, then the first calls' verdicts, the re-check and hot timing,
+    # and for the last case its own settling; "checks" is the time spent waiting for this
+    # case's judged outputs (and so for the oracles), wherever it fell, "oracles" its longest
+    # oracle (computed by the preparer, cases ahead)
     phases: list[dict[str, float]] = field(default_factory=list)
 
     def impl(self, label: str) -> ImplResult | None:
@@ -116,6 +123,7 @@ class _Live:
     result: ImplResult
     worker: WorkerClient | None = None
     info: dict[str, Any] = field(default_factory=dict)  # what the worker's init reported
+    layout: dict[str, tuple[int, int]] = field(default_factory=dict)  # the case's, in a slot
     stop: bool = False  # no further cases (after a hang)
 
 
@@ -175,7 +183,8 @@ class Evaluator:
         self.cores = cpus.split() if cores == "auto" else cores
         self.device: dict[str, Any] = {}
         self.phases: list[dict[str, float]] = []
-        self._check_s = 0.0  # host time judging outputs, in the current case
+        self._report: EvalReport | None = None  # the last run's
+        self._pending: _Settle | None = None  # its last case, not yet settled
         self.dtypes = {a.name: concrete(a.dtype, variant) for a in task.spec.args}
         self.arg_specs = [
             {"name": a.name, "role": a.role_for(variant), "dtype": self.dtypes[a.name]}
@@ -228,19 +237,28 @@ class Evaluator:
             live.stop = True
 
     # -- checking ---------------------------------------------------------------------------
-    def _verdict(self, asked: Judgement) -> list[CheckResult]:
-        """Wait for a judgement asked of the preparer (the wait is counted as check time)."""
+    @staticmethod
+    def _verdict(asked: Judgement, times: dict[str, float]) -> list[CheckResult]:
+        """Wait for a judgement asked of the preparer; the wait is counted as the checks of the
+        case whose phase ``times`` are given."""
         t0 = time.monotonic()
         try:
             return asked.result()
         finally:
-            self._check_s += time.monotonic() - t0
+            times["checks"] = round(times.get("checks", 0.0) + time.monotonic() - t0, 4)
 
     # -- one case ---------------------------------------------------------------------------
     def _run_case(
-        self, case: Case, lives: list[_Live], prep: Preparer, after: list[tuple[Task, str, Case]]
-    ) -> None:
-        """One case; ``after`` are the cases that the preparer is asked to make ahead."""
+        self,
+        case: Case,
+        lives: list[_Live],
+        prep: Preparer,
+        after: list[tuple[Task, str, Case]],
+        previous: _Once,
+    ) -> _Settle | None:
+        """One case, up to its last GPU work; ``after`` are the cases that the preparer is asked
+        to make ahead. ``previous`` (the settling of the case before) is run once this case's
+        first calls are made; returns this case's settling, for the next case (or the caller)."""
         t_case = time.monotonic()
         active = [lv for lv in lives if not lv.stop and lv.result.verdict == "pending"]
         prepared: Prepared | None = None
@@ -263,72 +281,65 @@ class Evaluator:
                     lv.result.detail or "stopped after an earlier failure"
                 )
         if prepared is None:
-            return
+            previous()
+            return None
         case_dir = prepared.case_dir
-        self._check_s = 0.0
         mark = _Phases(case.index, t_case)
+        self.phases.append(mark.times)
         mark("inputs")
         arg_bytes = [{**a, "nbytes": sets[0].nbytes.get(a["name"], 0)} for a in self.arg_specs]
         scalars = [inp.call_scalars for inp in sets]
 
         # 1. the input sets loaded by every worker at once (no implementation code runs), then
-        # a checked first call, one implementation at a time; each output is judged by the
-        # preparer while the next implementation runs
-        loaded = self._setup_all(active, results, case_dir, arg_bytes, scalars)
+        # a checked first call, one implementation at a time, its output judged by the preparer
+        # from then on; meanwhile the last case's judgements are waited for
+        loaded = self._setup_all(active, results, prep.root, case_dir, arg_bytes, scalars)
         mark("setup")
-        asked = [
-            (lv, prepared.ask(CHECK_SET, _out(case_dir, lv)))
-            for lv in self._first_calls(loaded, results)
+        first = [
+            (lv, prepared.ask(CHECK_SET, outputs))
+            for lv, outputs in self._first_calls(loaded, results)
         ]
-        timed: list[_Live] = []
-        for lv, judgement in asked:
-            res = results[lv.impl.label]
-            res.checks = self._verdict(judgement)
-            res.paper_rule_passed = all(c.paper_rule_passed for c in res.checks)
-            bad = [c for c in res.checks if not c.passed]
-            if bad:
-                res.verdict, res.detail = "wrong", "; ".join(c.summary() for c in bad)
-            else:
-                timed.append(lv)
-        verdicts = {lv.impl.label: results[lv.impl.label].verdict for lv in active}
-        log.info("first calls checked: %s", verdicts)
         mark("first_calls")
+        previous()
+        mark("previous")
 
-        # 2. timing, interleaved turn by turn, with no preparation on the workers' cores; the
-        # final turn's last output (still in the worker's buffers) is saved and judged
+        # 2. timing, interleaved turn by turn, with no preparation on the workers' cores, while
+        # the first calls are judged (an implementation whose first output turns out wrong was
+        # timed for nothing); the final turn's last output is saved, to be judged
+        timed = [lv for lv, _ in first]
         times, turn = self._time_turns(timed, results, prep)
-        asked = []
+        saved = []
         for lv in list(timed):
             try:
                 assert lv.worker is not None
-                lv.worker.request(self.call_timeout_s, cmd="save")
+                reply = lv.worker.request(self.call_timeout_s, cmd="save")
             except WorkerDied as exc:
                 self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
-                timed.remove(lv)
                 continue
-            asked.append((lv, prepared.ask(TIMING_SETS[-1], _out(case_dir, lv), full=False)))
-        for lv in timed:
-            results[lv.impl.label].cold = summarize(times[lv.impl.label])
+            ask = prepared.ask(TIMING_SETS[-1], _slot(lv, reply), full=False)
+            saved.append((lv, ask))
         log.info("timed in %d turns: %s", turn, {k: len(v) for k, v in times.items()})
         mark("timing")
 
-        # 3. hot L2 (back-to-back calls, no flush) while the timed outputs are judged; then
-        # 4. a re-check on a fresh input set, for those whose timed output was right
-        hot = self._time_hot(timed, results, prep)
-        rechecked = []
-        for lv, judgement in asked:
+        # 3. the first calls' verdicts; the timing of those whose first output was right
+        passed = []
+        for lv, judgement in first:
             res = results[lv.impl.label]
-            bad = self._verdict(judgement)
-            if bad:
-                res.verdict = "wrong_when_timed"
-                res.detail = "a timed call's output was wrong: " + "; ".join(
-                    c.summary() for c in bad
-                )
-            elif lv.impl.label in hot:
-                res.hot = hot[lv.impl.label]
-                rechecked.append(lv)
-        asked = []
-        for lv in rechecked:
+            res.checks = self._verdict(judgement, mark.times)
+            res.paper_rule_passed = all(c.paper_rule_passed for c in res.checks)
+            bad = [c for c in res.checks if not c.passed]
+            if bad:  # the first failure seen, even where a later call failed too
+                res.verdict, res.detail = "wrong", "; ".join(c.summary() for c in bad)
+            elif res.verdict == "pending":
+                res.cold = summarize(times[lv.impl.label])
+                passed.append(lv)
+        verdicts = {lv.impl.label: results[lv.impl.label].verdict for lv in active}
+        log.info("first calls checked: %s", verdicts)
+
+        # 4. a re-check on a fresh input set (into the first call's slot, judged by now), then
+        # hot L2 timing (back-to-back calls, no flush) while the re-checks are judged
+        rechecked = []
+        for lv in passed:
             res = results[lv.impl.label]
             try:
                 assert lv.worker is not None
@@ -340,29 +351,24 @@ class Evaluator:
                 res.verdict = "inputs_mutated"
                 res.detail = "a later call changed input(s) " + ", ".join(reply["changed_inputs"])
             else:
-                asked.append((lv, prepared.ask(RECHECK_SET, _out(case_dir, lv), full=False)))
-        for lv, judgement in asked:
-            res = results[lv.impl.label]
-            if bad := self._verdict(judgement):
-                res.verdict = "wrong_on_fresh_inputs"
-                res.detail = "; ".join(c.summary() for c in bad)
-            else:
-                res.verdict = "ok"
+                ask = prepared.ask(RECHECK_SET, _slot(lv, reply), full=False)
+                rechecked.append((lv, ask))
+        hot = self._time_hot([lv for lv, _ in rechecked], results, prep)
         for lv in active:
             if lv.worker is not None:
                 try:
                     lv.worker.request(60, cmd="release")
                 except WorkerDied as exc:
                     self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
-        prepared.discard()
         mark("finish")
-        mark.times["checks"] = round(self._check_s, 4)
-        mark.times["oracles"] = round(max(prepared.oracle_seconds.values(), default=0.0), 4)
-        self.phases.append(mark.times)
+        passed_timed = [(lv, j) for lv, j in saved if lv in passed]
+        return _Settle(self, prepared, results, passed_timed, rechecked, hot, mark.times)
 
-    def _first_calls(self, loaded: list[_Live], results: dict[str, CaseResult]) -> list[_Live]:
+    def _first_calls(
+        self, loaded: list[_Live], results: dict[str, CaseResult]
+    ) -> list[tuple[_Live, OutputFile]]:
         """The checked first call of each loaded implementation, one at a time; returns those
-        whose outputs are to be judged (the others have their verdict)."""
+        whose outputs are to be judged, with where they are (the others have their verdict)."""
         ran = []
         for lv in loaded:
             res = results[lv.impl.label]
@@ -385,7 +391,7 @@ class Evaluator:
                     "written after the call returned (work not ordered with the default stream)"
                 )
             else:
-                ran.append(lv)
+                ran.append((lv, _slot(lv, reply)))
         return ran
 
     def _time_hot(
@@ -510,12 +516,14 @@ class Evaluator:
         self,
         active: list[_Live],
         results: dict[str, CaseResult],
+        scratch: Path,
         case_dir: Path,
         arg_bytes: list[dict],
         scalars: list[list[Any]],
     ) -> list[_Live]:
         """Start the workers that need it, then load the case's input sets into all of them
-        concurrently; returns those that are ready for their first call."""
+        concurrently (their output slots in ``scratch``); returns those that are ready for
+        their first call."""
         started = []
         for lv in active:
             try:
@@ -527,12 +535,10 @@ class Evaluator:
 
         def setup(lv: _Live) -> None:
             assert lv.worker is not None
+            slots = str(scratch / f"out-{lv.impl.label}-{lv.worker.proc.pid}")
             reply = lv.worker.request(120, cmd="setup", dir=str(case_dir), nsets=N_SETS,
-                                      args=arg_bytes, scalars=scalars,
-                                      out=str(_out(case_dir, lv)))  # fmt: skip
-            if reply.get("unpinned_outputs"):  # correct, only slower: say so in the log
-                log.warning("%s: outputs %s could not be page-locked; copies run unpinned",
-                            lv.impl.label, ", ".join(reply["unpinned_outputs"]))  # fmt: skip
+                                      args=arg_bytes, scalars=scalars, outputs=slots)  # fmt: skip
+            lv.layout = {name: (int(at[0]), int(at[1])) for name, at in reply["layout"].items()}
 
         loaded = []
         with ThreadPoolExecutor(max_workers=max(len(started), 1)) as pool:
@@ -552,8 +558,20 @@ class Evaluator:
         return self.call_timeout_s + n * 20 * first / 1e3
 
     # -- all cases --------------------------------------------------------------------------
-    def run(self, impls: list[Impl]) -> EvalReport:
+    def run(
+        self,
+        impls: list[Impl],
+        previous: Callable[[], None] | None = None,
+        defer: bool = False,
+    ) -> EvalReport:
+        """Evaluate ``impls`` on the cases. ``previous`` (the ``settle`` of the evaluation before,
+        on the same preparer) runs once this one's first calls are made. With ``defer`` the last
+        case's verdicts come in while the caller goes on (to the next evaluation, passing
+        ``settle`` as its ``previous``): the report is complete only after ``settle()``."""
+        if defer and self.preparer is None:
+            raise ValueError("a deferred evaluation needs a preparer that outlives it")
         t_start = time.monotonic()
+        before = outer = _Once(previous)
         symbol = self.task.symbol(self.variant)
         results = [ImplResult(label=i.label, source=str(i.source)) for i in impls]
         with ThreadPoolExecutor(max_workers=max(len(impls), 1)) as pool:
@@ -573,12 +591,34 @@ class Evaluator:
             if len(upcoming) > len(cases) + MAX_AHEAD:
                 break
             upcoming += [(then_task, then_variant, c) for c in then_task.cases(then_suite)]
+        self._report = EvalReport(
+            task=self.task.name,
+            variant=self.variant,
+            suite=self.suite,
+            base_seed=self.base_seed,
+            arch=self.arch,
+            device=self.device,
+            impls=results,
+            gpu=gpu.as_dict() if (gpu := pinned()) else None,
+            phases=self.phases,
+        )
         try:
             for k, case in enumerate(cases):
                 self.progress(
                     f"{self.task.name} {self.variant} {self.suite} case {case.index}: {case.label}"
                 )
-                self._run_case(case, lives, prep, upcoming[k + 1 :])
+                self._pending = self._run_case(case, lives, prep, upcoming[k + 1 :], before)
+                before = _Once(self._pending.run if self._pending else None)
+            outer()  # where no case ran
+            self._report.device = self.device
+            self._report.wall_s = time.monotonic() - t_start
+            if not defer:
+                self.settle()
+        except BaseException:
+            if self._pending is not None:  # an error cut the evaluation short
+                self._pending.prepared.discard()
+                self._pending = None
+            raise
         finally:
             if self.preparer is None:
                 prep.close()
@@ -589,7 +629,19 @@ class Evaluator:
                     self.pool.give(lv.impl.label, lv.worker, lv.info)
                 else:
                     lv.worker.close()
-        for r in results:
+        return self._report
+
+    def settle(self) -> None:
+        """Wait for the last case's verdicts (see ``run``'s ``defer``) and conclude the report;
+        once is enough."""
+        last, self._pending = self._pending, None
+        if last is not None:
+            t0 = time.monotonic()
+            last.run()
+            last.times["settle"] = round(time.monotonic() - t0, 4)
+        if self._report is None:
+            return
+        for r in self._report.impls:
             if r.verdict == "pending":
                 bad = [c for c in r.cases if not c.ok]
                 if bad:
@@ -597,18 +649,57 @@ class Evaluator:
                     r.detail = f"case {bad[0].index} ({_label(bad[0].params)}): {bad[0].detail}"
                 else:
                     r.verdict = "ok"
-        return EvalReport(
-            task=self.task.name,
-            variant=self.variant,
-            suite=self.suite,
-            base_seed=self.base_seed,
-            arch=self.arch,
-            device=self.device,
-            impls=results,
-            wall_s=time.monotonic() - t_start,
-            gpu=gpu.as_dict() if (gpu := pinned()) else None,
-            phases=self.phases,
-        )
+
+
+class _Once:
+    """A callable (or nothing) that runs at most once, however often it is called."""
+
+    def __init__(self, fn: Callable[[], None] | None) -> None:
+        self._fn = fn
+
+    def __call__(self) -> None:
+        fn, self._fn = self._fn, None
+        if fn is not None:
+            fn()
+
+
+@dataclass
+class _Settle:
+    """What is left of a case once its GPU work is done: waiting for the judgements of its
+    timed and re-checked outputs (asked of the preparer, which judges them while the next case
+    runs), the verdicts they give, and freeing the case."""
+
+    ev: Evaluator
+    prepared: Prepared
+    results: dict[str, CaseResult]
+    timed: list[tuple[_Live, Judgement]]  # of those whose first call passed
+    rechecked: list[tuple[_Live, Judgement]]
+    hot: dict[str, TimingStats]
+    times: dict[str, float]  # the case's phases
+
+    def run(self) -> None:
+        ev = self.ev
+        for lv, judgement in self.timed:
+            res = self.results[lv.impl.label]
+            if bad := ev._verdict(judgement, self.times):  # the first failure seen
+                res.verdict = "wrong_when_timed"
+                res.detail = "a timed call's output was wrong: " + "; ".join(
+                    c.summary() for c in bad
+                )
+            elif lv.impl.label in self.hot:
+                res.hot = self.hot[lv.impl.label]
+        for lv, judgement in self.rechecked:
+            res = self.results[lv.impl.label]
+            bad = ev._verdict(judgement, self.times)
+            if res.verdict != "pending":
+                continue
+            if bad:
+                res.verdict = "wrong_on_fresh_inputs"
+                res.detail = "; ".join(c.summary() for c in bad)
+            else:
+                res.verdict = "ok"
+        self.prepared.discard()
+        self.times["oracles"] = round(max(self.prepared.oracle_seconds.values(), default=0.0), 4)
 
 
 class _Phases:
@@ -624,9 +715,12 @@ class _Phases:
         self._last = now
 
 
-def _out(case_dir: Path, live: _Live) -> Path:
-    """Where an implementation's worker leaves the outputs it is asked to save, for this case."""
-    return case_dir / f"out-{live.impl.label}"
+def _slot(live: _Live, reply: dict[str, Any]) -> OutputFile:
+    """The outputs that a worker's reply says it left in a slot, as the judge reads them."""
+    if reply.get("unpinned"):  # correct, only slower: say so in the log
+        log.warning("%s: an output slot could not be page-locked; copies run unpinned",
+                    live.impl.label)  # fmt: skip
+    return OutputFile(Path(reply["slot"]), live.layout)
 
 
 def _label(params: dict[str, Any]) -> str:

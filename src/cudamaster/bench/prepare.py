@@ -68,6 +68,14 @@ class CaseKey:
         return [case_seed(name, self.variant, self.case, s, self.base_seed) for s in range(N_SETS)]
 
 
+@dataclass(frozen=True)
+class OutputFile:
+    """Where a worker left one call's outputs: one file, each output's bytes at an offset."""
+
+    path: Path
+    layout: dict[str, tuple[int, int]]  # per output: (offset, bytes)
+
+
 @dataclass
 class Prepared:
     """One case's input sets (written under ``case_dir``; their values are not kept here), and
@@ -82,18 +90,18 @@ class Prepared:
     error: str | None = None
     _owner: Preparer | None = field(default=None, repr=False)
 
-    def judge(self, index: int, out_dir: Path, full: bool = True) -> list[CheckResult]:
-        """The outputs in ``out_dir`` judged against set ``index``'s oracle (waiting for it):
-        with ``full`` every output's verdict with the original benchmark's rule
-        (verify.compare), else only the failing outputs (verify.recheck)."""
-        return self.ask(index, out_dir, full).result()
+    def judge(self, index: int, outputs: OutputFile, full: bool = True) -> list[CheckResult]:
+        """The outputs judged against set ``index``'s oracle (waiting for it): with ``full``
+        every output's verdict with the original benchmark's rule (verify.compare), else only
+        the failing outputs (verify.recheck)."""
+        return self.ask(index, outputs, full).result()
 
-    def ask(self, index: int, out_dir: Path, full: bool = True) -> Judgement:
-        """Start judging (as ``judge``) and return at once; the files in ``out_dir`` must stay
-        as they are until the result is in."""
+    def ask(self, index: int, outputs: OutputFile, full: bool = True) -> Judgement:
+        """Start judging (as ``judge``) and return at once; the file must stay as it is until
+        the result is in."""
         if self._owner is None:
             raise UserError("a dropped case cannot judge outputs")
-        return self._owner._ask_judge(self, index, out_dir, full)
+        return self._owner._ask_judge(self, index, outputs, full)
 
     def discard(self) -> None:
         """Free the case: its files here, its oracles in the helper."""
@@ -211,9 +219,11 @@ class Preparer:
         self._send(("prepare", rid, key, str(prepared.case_dir), footprint(task, key)))
         return prepared
 
-    def _ask_judge(self, prepared: Prepared, index: int, out_dir: Path, full: bool) -> Judgement:
+    def _ask_judge(
+        self, prepared: Prepared, index: int, outputs: OutputFile, full: bool
+    ) -> Judgement:
         self._next_id += 1
-        self._send(("judge", self._next_id, prepared.rid, index, str(out_dir), full))
+        self._send(("judge", self._next_id, prepared.rid, index, outputs, full))
         return Judgement(self._next_id, prepared, self)
 
     def _judged(self, asked: Judgement) -> list[CheckResult]:
@@ -371,7 +381,8 @@ class _Helper:
         self.ready: dict[int, list[threading.Event]] = {}
         self.errors: dict[int, str] = {}
         self.work: queue.Queue[tuple[int, CaseKey, Path, int]] = queue.Queue()
-        self.judges = ThreadPoolExecutor(max_workers=2)
+        # a judge waits for its set's oracle; those of two cases may be pending at once
+        self.judges = ThreadPoolExecutor(max_workers=2 * N_SETS)
         self.at_once = at_once
         self.busy = 0  # cases being prepared now
         self.room = threading.Condition(self.lock)  # notified when a case is done or dropped
@@ -481,7 +492,7 @@ class _Helper:
         with ThreadPoolExecutor(max_workers=N_SETS) as pool:  # numpy releases the GIL
             list(pool.map(oracle, range(N_SETS)))
 
-    def _judge(self, jid: int, rid: int, index: int, out_dir: str, full: bool) -> None:
+    def _judge(self, jid: int, rid: int, index: int, outputs: OutputFile, full: bool) -> None:
         try:
             with self.lock:
                 events, key = self.ready.get(rid), self.keys.get(rid)
@@ -494,7 +505,7 @@ class _Helper:
                 oracle = self.oracles.get(rid, {}).get(index)
             if oracle is None:
                 raise UserError("judging a case that was dropped")
-            verdicts = _judge_outputs(self._task(key), key.variant, oracle, Path(out_dir), full)
+            verdicts = _judge_outputs(self._task(key), key.variant, oracle, outputs, full)
             reply: tuple[bool, Any] = (True, verdicts)
         except UserError as exc:
             reply = (False, str(exc))
@@ -504,17 +515,24 @@ class _Helper:
 
 
 def _judge_outputs(
-    task: Task, variant: str, oracle: dict[str, Any], out_dir: Path, full: bool
+    task: Task, variant: str, oracle: dict[str, Any], outputs: OutputFile, full: bool
 ) -> list[CheckResult]:
-    """Each output file of ``out_dir`` against the oracle (see Prepared.judge)."""
+    """Each output in ``outputs`` against the oracle (see Prepared.judge)."""
     tol = task.spec.tolerance[variant]
     verdicts = []
     for name, expected in oracle.items():
         ref, mag = expected if isinstance(expected, tuple) else (expected, None)
         arg = next(a for a in task.spec.args if a.name == name)
         dtype = concrete(arg.dtype, variant)
-        got = np.memmap(out_dir / f"{name}.bin", dtype=STORAGE[dtype], mode="r")
+        storage = np.dtype(STORAGE[dtype])
+        offset, nbytes = outputs.layout[name]
+        n = nbytes // storage.itemsize
         try:
+            got = (
+                np.memmap(outputs.path, dtype=storage, mode="r", offset=offset, shape=(n,))
+                if n
+                else np.empty(0, storage)
+            )
             if full:
                 rule = task.spec.paper_rule
                 verdicts.append(compare(name, got, ref, mag, tol, rule, dtype, stored=True))
