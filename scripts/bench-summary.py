@@ -2,7 +2,9 @@
 """One line per (operator, dtype, suite) of `cudamaster bench` JSON files, as markdown:
 verdicts, the library's P and geometric-mean speedup over the baseline, the largest case's
 baseline and library times, and the median over cases of the faster one's speed-of-light
-fraction. Usage: scripts/bench-summary.py BENCH.json [MORE.json ...]"""
+fraction; then, per file, the run's wall and build time and where the time went (the sums of
+every case's phases, cudamaster.bench.evaluate.EvalReport.phases).
+Usage: scripts/bench-summary.py BENCH.json [MORE.json ...]"""
 
 import json
 import statistics
@@ -35,6 +37,22 @@ def rows(path: str):
         )  # fmt: skip
 
 
+def totals(path: str) -> str:
+    with open(path) as f:
+        data = json.load(f)
+    sums: dict[str, float] = {}
+    for result in data["results"]:
+        for case in result["report"]["phases"]:
+            for key, value in case.items():
+                if key != "case":
+                    sums[key] = sums.get(key, 0.0) + value
+    spent = ", ".join(f"{k} {v:.1f}" for k, v in sums.items())
+    return (
+        f"{path}: {len(data['results'])} evaluations, {data.get('wall_s', 0):.1f} s with "
+        f"{data.get('build_s', 0):.1f} s of build; phase sums (s): {spent}"
+    )
+
+
 def main() -> None:
     head = ("op", "dtype", "suite", "cases", "baseline", "library", "lib P", "lib geomean",
             "base ms (last case)", "lib ms (last case)", "SOL of faster (median)",
@@ -44,6 +62,9 @@ def main() -> None:
     for path in sys.argv[1:]:
         for row in rows(path):
             print("| " + " | ".join(str(x) for x in row) + " |")
+    print()
+    for path in sys.argv[1:]:
+        print(totals(path))
 
 
 if __name__ == "__main__":

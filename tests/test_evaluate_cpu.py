@@ -120,6 +120,7 @@ def test_outputs_are_judged_the_same_where_they_cannot_be_page_locked(fake_cuda,
     phases = report.phases[0]
     waited = phases["finish"] + phases["settle"]  # the first calls' verdicts, then the others
     assert 0 < phases["checks"] <= waited
+    assert phases["making"] > 0 and phases["judging"] > 0  # the helper's side, beside it
 
 
 def test_crash_and_hang_are_verdicts_and_the_others_still_evaluate(fake_cuda):
@@ -298,6 +299,47 @@ def test_with_cores_of_its_own_the_helper_prepares_beside_long_timed_calls_only(
     assert seen and {(w, h) for w, h, _, _ in seen} == {(str(timing), str(helper))}, seen
     assert {warm for *_, warm in seen} == {True, False}
     assert all((state == "T") == (short and not warm) for _, _, state, warm in seen), seen
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_the_helper_is_stopped_for_the_turns_of_short_calls_only(fake_cuda, tmp_path, monkeypatch):
+    # A long implementation timed against a short one (as their warm-ups measured them, here
+    # set for the test: on the CPU stand-in the L2 flush alone takes milliseconds): the helper
+    # goes on during the long one's turns, and is stopped during the short one's.
+    from cudamaster.bench.client import WorkerClient
+    from cudamaster.bench.prepare import Preparer
+    from cudamaster.cpus import Split
+
+    warm_up = Evaluator._warm_up
+
+    def measured(self, lv, res, timed, batch, per_call):
+        warm_up(self, lv, res, timed, batch, per_call)
+        per_call[lv.impl.label] = {"short": 1e-5, "long": 1e-1}[lv.impl.label]
+
+    monkeypatch.setattr(Evaluator, "_warm_up", measured)
+    timing, helper = sorted(os.sched_getaffinity(0))[:2]
+    prep = Preparer(tmp_path / "scratch", cores=(helper,))
+    seen: list[tuple[str, str]] = []
+    request = WorkerClient.request
+
+    def spy(self, timeout, **msg):
+        if msg.get("cmd") == "time" and msg.get("mode") == "cold" and msg["n"] % 2 == 0:
+            stat = Path(f"/proc/{prep._proc.pid}/stat").read_text()
+            seen.append((self.label, stat.rsplit(")", 1)[1].split()[0]))
+        return request(self, timeout, **msg)
+
+    monkeypatch.setattr(WorkerClient, "request", spy)
+    impls = [Impl("short", FAKE / "vector_add_cpu.c", trusted=True),
+             Impl("long", FAKE / "vector_add_steady.c")]  # fmt: skip
+    try:
+        ev = Evaluator(get_task("vector_add"), "fp32", "paper", "sm_90", policy=POLICY,
+                       cases=[0, 1], preparer=prep, cores=Split((timing,), (helper,)))  # fmt: skip
+        report = ev.run(impls)
+    finally:
+        prep.close()
+    assert [i.verdict for i in report.impls] == ["ok", "ok"]
+    assert {state for label, state in seen if label == "short"} == {"T"}, seen
+    assert "T" not in {state for label, state in seen if label == "long"}, seen
 
 
 def _recording_worker(tmp_path: Path, n: int = 1000):

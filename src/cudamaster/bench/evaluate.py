@@ -109,8 +109,9 @@ class EvalReport:
     # sets loaded by the workers, first calls made, the previous case settled (its verdicts
     # waited for), timed turns, then the first calls' verdicts, the re-check and hot timing,
     # and for the last case its own settling; "checks" is the time spent waiting for this
-    # case's judged outputs (and so for the oracles), wherever it fell, "oracles" its longest
-    # oracle (computed by the preparer, cases ahead)
+    # case's judged outputs (and so for the oracles), wherever it fell. The helper's own wall
+    # times (it works cases ahead, beside the GPU): "making" the input sets, "oracles" the
+    # longest of their oracles, "judging" the outputs (all of them, oracle waits excluded)
     phases: list[dict[str, float]] = field(default_factory=list)
 
     def impl(self, label: str) -> ImplResult | None:
@@ -425,16 +426,17 @@ class Evaluator:
         self, timed: list[_Live], results: dict[str, CaseResult], prep: Preparer
     ) -> tuple[dict[str, list[float]], int]:
         """Warm up, then timed turns over ``timed`` (those that fail leave it) until every
-        median is known, with no preparation beside them (none at all for short calls);
-        returns each one's cold times and the number of turns."""
+        median is known, with no preparation beside them (none at all during the turns of an
+        implementation whose calls are short); returns each one's cold times and the number of
+        turns."""
         times: dict[str, list[float]] = {lv.impl.label: [] for lv in timed}
         batch: dict[str, int] = {}
         per_call: dict[str, float] = {}  # seconds, from the warm-up
         with prep.quiet():
             for lv in list(timed):
                 self._warm_up(lv, results[lv.impl.label], timed, batch, per_call)
-        with prep.quiet(strict=min(per_call.values(), default=1.0) < SHORT_CALL_S):
-            turn = self._turns(timed, results, times, batch)
+        with prep.quiet():
+            turn = self._turns(timed, results, times, batch, per_call, prep)
         return times, turn
 
     def _warm_up(
@@ -472,8 +474,12 @@ class Evaluator:
         results: dict[str, CaseResult],
         times: dict[str, list[float]],
         batch: dict[str, int],
+        per_call: dict[str, float],
+        prep: Preparer,
     ) -> int:
-        """The timed turns of _time_turns; returns their number."""
+        """The timed turns of _time_turns; returns their number. The helper is stopped for the
+        turns of short calls only: beside a long call it goes on (a 100 ms baseline timed
+        against a 20 us library would otherwise stop it for seconds)."""
         spent: dict[str, float] = {lv.impl.label: 0.0 for lv in timed}
         turn = 0
         pol = self.policy
@@ -494,14 +500,15 @@ class Evaluator:
                     assert lv.worker is not None
                     # an even number of calls from the first set: every turn ends on the set
                     # that the checked first call did not use
-                    reply = lv.worker.request(
-                        self._batch_timeout(lv, batch[label] + 1),
-                        cmd="time",
-                        n=batch[label] + 1,
-                        mode="cold",
-                        sets=list(TIMING_SETS),
-                        start=0,
-                    )
+                    with prep.quiet(strict=per_call[label] < SHORT_CALL_S):
+                        reply = lv.worker.request(
+                            self._batch_timeout(lv, batch[label] + 1),
+                            cmd="time",
+                            n=batch[label] + 1,
+                            mode="cold",
+                            sets=list(TIMING_SETS),
+                            start=0,
+                        )
                 except WorkerDied as exc:
                     self._fail(lv, results[label], exc.verdict, exc.detail)
                     timed.remove(lv)
@@ -699,7 +706,10 @@ class _Settle:
             else:
                 res.verdict = "ok"
         self.prepared.discard()
-        self.times["oracles"] = round(max(self.prepared.oracle_seconds.values(), default=0.0), 4)
+        done = self.prepared
+        self.times["oracles"] = round(max(done.oracle_seconds.values(), default=0.0), 4)
+        self.times["making"] = round(done.making_seconds, 4)
+        self.times["judging"] = round(done.judging_seconds, 4)
 
 
 class _Phases:

@@ -87,6 +87,8 @@ class Prepared:
     case_dir: Path
     sets: list[InputSet] = field(default_factory=list)
     oracle_seconds: dict[int, float] = field(default_factory=dict)  # per set, once computed
+    making_seconds: float = 0.0  # the helper's wall time making and writing the sets
+    judging_seconds: float = 0.0  # its wall time judging outputs (once each oracle was in)
     error: str | None = None
     _owner: Preparer | None = field(default=None, repr=False)
 
@@ -133,7 +135,7 @@ class Preparer:
         self._proc: subprocess.Popen | None = None
         self._conn: Connection | None = None
         self._cases: dict[int, Prepared] = {}  # asked for and not discarded
-        self._verdicts: dict[int, tuple[bool, Any]] = {}  # judge replies, by request id
+        self._verdicts: dict[int, tuple[bool, Any, float]] = {}  # judge replies, by request id
         self._ahead: list[Prepared] = []  # asked for before being taken, in order
         self._next_id = 0
         self._pauses = 0
@@ -231,7 +233,8 @@ class Preparer:
         self._pump(lambda: jid in self._verdicts or prepared.error is not None)
         if jid not in self._verdicts:
             raise UserError(prepared.error or "the input-preparation process ended")
-        ok, payload = self._verdicts.pop(jid)
+        ok, payload, seconds = self._verdicts.pop(jid)
+        prepared.judging_seconds += seconds
         if not ok:
             raise UserError(payload)
         return payload
@@ -288,7 +291,7 @@ class Preparer:
             if entry is None:  # discarded already
                 continue
             if kind == "inputs":
-                entry.sets = payload
+                entry.sets, entry.making_seconds = payload
             elif kind == "oracle":
                 entry.oracle_seconds[payload[0]] = payload[1]
             elif kind == "error":
@@ -467,6 +470,7 @@ class _Helper:
         return free - size >= MEMORY_RESERVE * total
 
     def _prepare(self, rid: int, key: CaseKey, task: Task, case_dir: Path) -> None:
+        t0 = time.monotonic()
         seeds = key.seeds(task.name)
 
         def make(index: int) -> InputSet:
@@ -476,7 +480,8 @@ class _Helper:
 
         with ThreadPoolExecutor(max_workers=N_SETS) as pool:  # the sets are independent
             sets = list(pool.map(make, range(N_SETS)))
-        self.send(("inputs", rid, [replace(s, stored={}) for s in sets]))  # values: in files
+        made = [replace(s, stored={}) for s in sets]  # the values are in the files
+        self.send(("inputs", rid, (made, time.monotonic() - t0)))
 
         def oracle(index: int) -> None:
             t0 = time.monotonic()
@@ -493,6 +498,7 @@ class _Helper:
             list(pool.map(oracle, range(N_SETS)))
 
     def _judge(self, jid: int, rid: int, index: int, outputs: OutputFile, full: bool) -> None:
+        seconds = 0.0
         try:
             with self.lock:
                 events, key = self.ready.get(rid), self.keys.get(rid)
@@ -505,12 +511,14 @@ class _Helper:
                 oracle = self.oracles.get(rid, {}).get(index)
             if oracle is None:
                 raise UserError("judging a case that was dropped")
+            t0 = time.monotonic()
             verdicts = _judge_outputs(self._task(key), key.variant, oracle, outputs, full)
-            reply: tuple[bool, Any] = (True, verdicts)
+            seconds = time.monotonic() - t0
+            reply: tuple[bool, Any, float] = (True, verdicts, seconds)
         except UserError as exc:
-            reply = (False, str(exc))
+            reply = (False, str(exc), seconds)
         except Exception as exc:  # a bug: one line for the coordinator
-            reply = (False, f"judging outputs failed: {type(exc).__name__}: {exc}")
+            reply = (False, f"judging outputs failed: {type(exc).__name__}: {exc}", seconds)
         self.send(("judged", jid, reply))
 
 
