@@ -363,7 +363,7 @@ class Evaluator:
                     self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
         mark("finish")
         passed_timed = [(lv, j) for lv, j in saved if lv in passed]
-        return _Settle(self, prepared, results, passed_timed, rechecked, hot, mark.times)
+        return _Settle(prepared, results, passed_timed, rechecked, hot, mark.times)
 
     def _first_calls(
         self, loaded: list[_Live], results: dict[str, CaseResult]
@@ -435,7 +435,6 @@ class Evaluator:
         with prep.quiet():
             for lv in list(timed):
                 self._warm_up(lv, results[lv.impl.label], timed, batch, per_call)
-        with prep.quiet():
             turn = self._turns(timed, results, times, batch, per_call, prep)
         return times, turn
 
@@ -676,7 +675,6 @@ class _Settle:
     timed and re-checked outputs (asked of the preparer, which judges them while the next case
     runs), the verdicts they give, and freeing the case."""
 
-    ev: Evaluator
     prepared: Prepared
     results: dict[str, CaseResult]
     timed: list[tuple[_Live, Judgement]]  # of those whose first call passed
@@ -685,10 +683,9 @@ class _Settle:
     times: dict[str, float]  # the case's phases
 
     def run(self) -> None:
-        ev = self.ev
         for lv, judgement in self.timed:
             res = self.results[lv.impl.label]
-            if bad := ev._verdict(judgement, self.times):  # the first failure seen
+            if bad := Evaluator._verdict(judgement, self.times):  # the first failure seen
                 res.verdict = "wrong_when_timed"
                 res.detail = "a timed call's output was wrong: " + "; ".join(
                     c.summary() for c in bad
@@ -697,7 +694,7 @@ class _Settle:
                 res.hot = self.hot[lv.impl.label]
         for lv, judgement in self.rechecked:
             res = self.results[lv.impl.label]
-            bad = ev._verdict(judgement, self.times)
+            bad = Evaluator._verdict(judgement, self.times)
             if res.verdict != "pending":
                 continue
             if bad:
@@ -705,11 +702,11 @@ class _Settle:
                 res.detail = "; ".join(c.summary() for c in bad)
             else:
                 res.verdict = "ok"
-        self.prepared.discard()
-        done = self.prepared
-        self.times["oracles"] = round(max(done.oracle_seconds.values(), default=0.0), 4)
-        self.times["making"] = round(done.making_seconds, 4)
-        self.times["judging"] = round(done.judging_seconds, 4)
+        prepared = self.prepared
+        prepared.discard()
+        self.times["oracles"] = round(max(prepared.oracle_seconds.values(), default=0.0), 4)
+        self.times["making"] = round(prepared.making_seconds, 4)
+        self.times["judging"] = round(prepared.judging_seconds, 4)
 
 
 class _Phases:
