@@ -127,9 +127,14 @@ def test_the_helper_prepares_at_the_lowest_priority_and_starts_judges_at_the_nor
 
     task = get_task("vector_add")
     preparer.take(task, "fp32", task.cases("paper")[0], 0)
-    tasks = Path(f"/proc/{preparer._proc.pid}/task")
-    nice = sorted(int(t.joinpath("stat").read_text().rsplit(")", 1)[1].split()[16])
-                  for t in tasks.iterdir())  # fmt: skip
+    nice = []
+    for thread in Path(f"/proc/{preparer._proc.pid}/task").iterdir():
+        try:
+            stat = thread.joinpath("stat").read_text()
+        except FileNotFoundError:  # a worker thread of the oracles that ended meanwhile
+            continue
+        nice.append(int(stat.rsplit(")", 1)[1].split()[16]))
+    nice.sort()
     # the main thread (whose requests start the judges' threads) at 0; the preparing ones lower
     assert nice[0] == 0 and nice[-1] == PREPARE_NICE
 
