@@ -441,18 +441,21 @@ def test_output_slots_take_turns_and_are_mapped_again_only_to_resize(
     for (check, timed), (next_check, _) in itertools.pairwise(used):
         assert next_check not in (check, timed) and check != timed
     assert all(s.data is m for s, m in zip(worker.slots, mapped, strict=True))  # not remapped
-    # a bigger case: the slot written is made anew, as a new file, while a reader of the old
-    # one (the judge of the case before) still reads what it was given
+    # a bigger case: the slots it writes are made anew, as new files (the check slot at setup,
+    # beside the other workers' setups; the timed slot when it is written), while a reader of
+    # the old timed slot (the judge of the case before) still reads what it was given
     worker.setup(str(tmp_path), 0, [{**a, "nbytes": 16 * a["nbytes"]} for a in args], scalars,
                  outputs=out)  # fmt: skip
     target = worker.timed_slot
+    assert worker.slots[worker.check_slot].data.nbytes >= 16 * 4000
+    assert worker.slots[target].data is mapped[target]
     reader = np.memmap(worker.slots[target].path, dtype=np.float32, mode="r", shape=(1000,))
     before = np.array(reader)
     worker.save()
     assert worker.slots[target].data.nbytes >= 16 * 4000
     assert np.array_equal(reader, before) and np.array_equal(before, sets[0])
-    others = [i for i in range(worker_module.SLOTS) if i != target]
-    assert all(worker.slots[i].data is mapped[i] for i in others)  # untouched until written
+    [other] = [i for i in range(worker_module.SLOTS) if i not in (target, worker.check_slot)]
+    assert worker.slots[other].data is mapped[other]  # untouched until this case writes it
     monkeypatch.setattr(worker_module, "SHRINK_FROM", 0)  # a far smaller case: slots shrink
     worker.setup(str(tmp_path), 0, [{**a, "nbytes": 4} for a in args], scalars, outputs=out)
     worker.save()

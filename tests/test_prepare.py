@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -84,6 +85,31 @@ def test_prepared_sets_are_those_made_here_and_judged_against_their_oracles(prep
         got.judge(0, outputs[0])
 
 
+@pytest.mark.parametrize("name", ["high_order_contraction", "spmm_csr", "top_k"])
+def test_oracles_are_kept_as_the_judge_reads_them_so_no_judgement_copies_one(name):
+    # high_order_contraction's oracle returns transposed views, spmm_csr's magnitude is float32
+    # (half the memory at 2^30 elements), top_k's indices are int64
+    task = get_task(name)
+    case = task.cases("paper")[0]
+    raw = task.oracle(
+        make_inputs(task, case, "fp32", 3).values(
+            {a.name: concrete(a.dtype, "fp32") for a in task.spec.args}
+        ),
+        dict(case.params),
+        "fp32",
+    )
+    kept = oracle_of(task, "fp32", make_inputs(task, case, "fp32", 3))
+    for out, value in kept.items():
+        ref, mag = value if isinstance(value, tuple) else (value, None)
+        raw_ref = raw[out][0] if isinstance(raw[out], tuple) else raw[out]
+        assert ref.dtype == np.float64 and ref.ndim == 1 and ref.flags.c_contiguous
+        assert np.array_equal(ref, np.asarray(raw_ref, dtype=np.float64).reshape(-1))
+        if mag is not None:
+            assert mag.ndim == 1 and mag.flags.c_contiguous
+            assert mag.dtype == np.asarray(raw[out][1]).dtype
+            assert np.array_equal(mag, np.asarray(raw[out][1]).reshape(-1))
+
+
 def test_cases_asked_for_ahead_are_those_taken_and_a_case_not_taken_is_dropped(preparer):
     task = get_task("vector_add")
     first, second, third = task.cases("paper")[:3]
@@ -120,23 +146,77 @@ def test_a_case_is_estimated_from_its_shapes_and_a_helper_with_room_prepares_sev
     conn_here.close()
 
 
-def test_the_helper_prepares_at_the_lowest_priority_and_starts_judges_at_the_normal_one(
-    preparer,
-):
-    from cudamaster.bench.prepare import PREPARE_NICE
+def _nice(pid: int, tid: int) -> int:
+    return int(Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
+def test_the_helper_prepares_below_its_judges(preparer):
+    from cudamaster.bench.prepare import FIRST_NICE, PREPARE_NICE
 
     task = get_task("vector_add")
     preparer.take(task, "fp32", task.cases("paper")[0], 0)
+    pid = preparer._proc.pid
     nice = []
-    for thread in Path(f"/proc/{preparer._proc.pid}/task").iterdir():
+    for thread in Path(f"/proc/{pid}/task").iterdir():
         try:
-            stat = thread.joinpath("stat").read_text()
+            nice.append(_nice(pid, int(thread.name)))
         except FileNotFoundError:  # a worker thread of the oracles that ended meanwhile
             continue
-        nice.append(int(stat.rsplit(")", 1)[1].split()[16]))
-    nice.sort()
     # the main thread (whose requests start the judges' threads) at 0; the preparing ones lower
-    assert nice[0] == 0 and nice[-1] == PREPARE_NICE
+    assert _nice(pid, pid) == 0
+    assert FIRST_NICE in nice and set(nice) <= {0, FIRST_NICE, PREPARE_NICE}
+
+
+def _can_raise_priority() -> bool:
+    raised = []
+
+    def probe() -> None:
+        os.setpriority(os.PRIO_PROCESS, 0, 19)
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, 10)
+            raised.append(True)
+        except PermissionError:
+            pass
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join()
+    return bool(raised)
+
+
+def test_the_oldest_case_is_prepared_first_and_the_next_is_raised_when_it_is_done():
+    from cudamaster.bench.prepare import FIRST_NICE, PREPARE_NICE
+
+    if not _can_raise_priority():
+        pytest.skip("raising a thread's priority needs root or CAP_SYS_NICE here")
+    conn_here, conn_there = multiprocessing.Pipe()
+    helper = _Helper(conn_there, at_once=2)
+    helper.keys, helper.order, helper.busy = {1: None, 2: None}, [1, 2], 2
+    seen: dict[str, int] = {}
+    go_on = {rid: threading.Event() for rid in (1, 2)}
+    started = threading.Barrier(3)
+
+    def work(rid: int) -> None:
+        with helper._enlisted(rid):
+            tid = threading.get_native_id()
+            seen[f"{rid} at start"] = os.getpriority(os.PRIO_PROCESS, tid)
+            started.wait()
+            go_on[rid].wait()
+            seen[f"{rid} later"] = os.getpriority(os.PRIO_PROCESS, tid)
+
+    threads = [threading.Thread(target=work, args=(rid,)) for rid in (1, 2)]
+    for thread in threads:
+        thread.start()
+    started.wait()
+    assert not helper._done(1)  # case 1 prepared (not dropped): case 2 is now the oldest
+    for rid in (1, 2):
+        go_on[rid].set()
+    for thread in threads:
+        thread.join()
+    assert seen == {"1 at start": FIRST_NICE, "2 at start": PREPARE_NICE,
+                    "1 later": FIRST_NICE, "2 later": FIRST_NICE}  # fmt: skip
+    assert helper.order == [2] and helper.threads == {2: set()}
+    conn_here.close()
 
 
 def test_a_helper_without_cores_of_its_own_is_stopped_inside_quiet_and_runs_again_after(preparer):

@@ -50,7 +50,7 @@ def _library() -> ctypes.CDLL | None:
         return None
     lib.cm_judge.restype = None
     lib.cm_judge.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
-                             ctypes.c_void_p, ctypes.c_longlong, ctypes.c_longlong,
+                             ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong,
                              ctypes.c_double, ctypes.c_double, ctypes.c_double, ctypes.c_int,
                              ctypes.c_double, ctypes.POINTER(Part)]  # fmt: skip
     return lib
@@ -72,12 +72,14 @@ def judge_range(
     rule: tuple[str | None, float],
 ) -> Part:
     """Judge elements [lo, hi) of flat, contiguous arrays: ``got`` of storage ``kind`` (f32,
-    bf16 bits, i32, or f64 exact values), ``ref`` and ``mag`` float64; ``tol`` is (rtol, atol,
-    mtol); ``rule`` the original benchmark's (kind or None, tolerance), on ``out_kind``."""
+    bf16 bits, i32, or f64 exact values), ``ref`` float64, ``mag`` float64 or float32; ``tol``
+    is (rtol, atol, mtol); ``rule`` the original benchmark's (kind or None, tolerance), on
+    ``out_kind``."""
     lib = _library()
     assert lib is not None
     part = Part()
+    mag_kind = KINDS["f32" if mag is not None and mag.dtype == np.float32 else "f64"]
     lib.cm_judge(got.ctypes.data, KINDS[kind], KINDS[out_kind], ref.ctypes.data,
-                 None if mag is None else mag.ctypes.data, lo, hi, *tol, RULES[rule[0]],
+                 None if mag is None else mag.ctypes.data, mag_kind, lo, hi, *tol, RULES[rule[0]],
                  rule[1], ctypes.byref(part))  # fmt: skip
     return part

@@ -52,7 +52,10 @@ N_SETS = 3  # input sets per case: the first call's, the second timing set, the 
 MAX_AHEAD = 4  # cases asked for before they are taken
 MAX_AT_ONCE = 3  # cases the helper prepares at the same time (fewer on few cores)
 MEMORY_RESERVE = 0.15  # share of host memory a case started beside others leaves free
-PREPARE_NICE = 19  # the preparing threads' Linux nice value (the judges' stays 0)
+# Linux nice values of the threads preparing a case (the judges' stays 0): the oldest case being
+# prepared, which the GPU waits for first, at FIRST_NICE; the cases behind it at PREPARE_NICE
+FIRST_NICE = 10
+PREPARE_NICE = 19
 
 
 @dataclass(frozen=True)
@@ -357,7 +360,9 @@ def _memory_total() -> int | None:
 
 
 def oracle_of(task: Task, variant: str, inputs: InputSet) -> dict[str, Any]:
-    """The task's float64 oracle on one input set, checked to give exactly the outputs."""
+    """The task's float64 oracle on one input set, checked to give exactly the outputs, each
+    as the judge reads it (flat and contiguous, float64; a float32 magnitude stays float32), so
+    that no judgement copies an oracle again."""
     dtypes = {a.name: concrete(a.dtype, variant) for a in task.spec.args}
     out = task.oracle(inputs.values(dtypes), dict(inputs.params), variant)
     expected = {a.name for a in task.spec.args if a.role_for(variant) not in ("input", "scalar")}
@@ -365,7 +370,17 @@ def oracle_of(task: Task, variant: str, inputs: InputSet) -> dict[str, Any]:
         raise UserError(
             f"{task.name}: oracle returned {sorted(out)}, expected outputs {sorted(expected)}"
         )
-    return out
+    return {name: _as_judged(value) for name, value in out.items()}
+
+
+def _as_judged(value: Any) -> Any:
+    ref, mag = value if isinstance(value, tuple) else (value, None)
+    ref = np.ascontiguousarray(ref, dtype=np.float64).reshape(-1)
+    if mag is None:
+        return ref
+    mag = np.asarray(mag)
+    wide = np.float32 if mag.dtype == np.float32 else np.float64
+    return ref, np.ascontiguousarray(mag, dtype=wide).reshape(-1)
 
 
 # -- inside the helper process -------------------------------------------------------------
@@ -390,6 +405,8 @@ class _Helper:
         self.busy = 0  # cases being prepared now
         self.room = threading.Condition(self.lock)  # notified when a case is done or dropped
         self.turn = threading.Lock()
+        self.order: list[int] = []  # the cases being prepared, oldest first
+        self.threads: dict[int, set[int]] = {}  # per case being prepared: its threads' ids
 
     def send(self, msg: tuple) -> None:
         with self.send_lock:
@@ -427,12 +444,6 @@ class _Helper:
             return self.tasks[key.folder]
 
     def _prepare_loop(self) -> None:
-        # below the judges, who decide the case being timed now (a Linux nice value is per
-        # thread, and the threads this one starts inherit it). The lowest priority: the
-        # oracles of the cases ahead run up to MAX_AT_ONCE * N_SETS at once, each over many
-        # threads, and at nice 5 their number would still outweigh two judges.
-        with contextlib.suppress(OSError, AttributeError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), PREPARE_NICE)
         while True:
             with self.turn:  # one thread takes the next case, in order, and waits for room
                 rid, key, case_dir, size = self.work.get()
@@ -442,8 +453,10 @@ class _Helper:
                     if rid not in self.keys:
                         continue  # dropped before its turn
                     self.busy += 1
+                    self.order.append(rid)
             try:
-                self._prepare(rid, key, self._task(key), case_dir)
+                with self._enlisted(rid):
+                    self._prepare(rid, key, self._task(key), case_dir)
             except Exception as exc:  # the task's generator or oracle: one line, go on
                 where = f"{Path(key.folder).name} {key.variant} {key.case.suite} case "
                 detail = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
@@ -452,12 +465,45 @@ class _Helper:
                     for event in self.ready.get(rid, []):
                         event.set()
                 self.send(("error", rid, self.errors[rid]))
-            with self.room:
-                self.busy -= 1
-                dropped = rid not in self.keys
-                self.room.notify_all()
-            if dropped:  # while it was being made: its files too (the coordinator removed them
+            if self._done(
+                rid
+            ):  # while it was being made: its files too (the coordinator removed them
                 shutil.rmtree(case_dir, ignore_errors=True)  # before they were all written)
+
+    def _done(self, rid: int) -> bool:
+        """Case ``rid`` is no longer being prepared: the next oldest is raised to FIRST_NICE.
+        Returns whether the case was dropped meanwhile."""
+        with self.room:
+            self.busy -= 1
+            dropped = rid not in self.keys
+            self.order.remove(rid)
+            self.threads.pop(rid, None)
+            first = set(self.threads.get(self.order[0], ())) if self.order else set()
+            self.room.notify_all()
+        for tid in first:  # the case the GPU now waits for first
+            _renice(tid, FIRST_NICE)
+        return dropped
+
+    @contextlib.contextmanager
+    def _enlisted(self, rid: int) -> Iterator[None]:
+        """The calling thread works for case ``rid`` inside this block, below the judges (who
+        decide the case being timed now): at FIRST_NICE while that case is the oldest being
+        prepared, else at PREPARE_NICE, and raised to FIRST_NICE when it becomes the oldest. A
+        Linux nice value is per thread, and the threads a thread starts (parallel.over_rows)
+        inherit it. The cases behind the oldest run at the lowest priority: their oracles run up
+        to MAX_AT_ONCE * N_SETS at once, each over many threads, and would otherwise take the
+        cores from the oracle that the GPU is waiting for."""
+        tid = threading.get_native_id()
+        with self.lock:
+            mine = self.threads.setdefault(rid, set())
+            mine.add(tid)
+            first = bool(self.order) and self.order[0] == rid
+        _renice(tid, FIRST_NICE if first else PREPARE_NICE)
+        try:
+            yield
+        finally:
+            with self.lock:
+                mine.discard(tid)
 
     def _fits(self, size: int) -> bool:
         """Whether a case of about ``size`` bytes may start now: always when no other is being
@@ -474,8 +520,9 @@ class _Helper:
         seeds = key.seeds(task.name)
 
         def make(index: int) -> InputSet:
-            inp = make_inputs(task, key.case, key.variant, seeds[index])
-            inp.write(case_dir / f"set{index}")
+            with self._enlisted(rid):
+                inp = make_inputs(task, key.case, key.variant, seeds[index])
+                inp.write(case_dir / f"set{index}")
             return inp
 
         with ThreadPoolExecutor(max_workers=N_SETS) as pool:  # the sets are independent
@@ -485,7 +532,8 @@ class _Helper:
 
         def oracle(index: int) -> None:
             t0 = time.monotonic()
-            out = oracle_of(task, key.variant, sets[index])
+            with self._enlisted(rid):
+                out = oracle_of(task, key.variant, sets[index])
             with self.lock:
                 if rid not in self.keys:
                     return  # dropped meanwhile
@@ -520,6 +568,13 @@ class _Helper:
         except Exception as exc:  # a bug: one line for the coordinator
             reply = (False, f"judging outputs failed: {type(exc).__name__}: {exc}", seconds)
         self.send(("judged", jid, reply))
+
+
+def _renice(tid: int, nice: int) -> None:
+    """Set a thread's nice value; raising a priority needs privileges (root, CAP_SYS_NICE), and
+    without them the thread keeps the lower one."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, tid, nice)
 
 
 def _judge_outputs(

@@ -190,7 +190,8 @@ def compare(
     if compiled:
         got = np.ascontiguousarray(got) if stored else np.ascontiguousarray(got, np.float64)
         ref = np.ascontiguousarray(ref, dtype=np.float64)
-        mag = None if mag is None else np.ascontiguousarray(mag, dtype=np.float64)
+        wide = np.float32 if mag is not None and mag.dtype == np.float32 else np.float64
+        mag = None if mag is None else np.ascontiguousarray(mag, dtype=wide)  # f32: no copy
 
     def compiled_chunk(lo: int) -> _Part:
         hi = min(lo + CHUNK, n)

@@ -47,10 +47,12 @@ static inline double rounded_ref(double r, int out_kind) {
     return (double)bits_to_f32(((bits + rounding) >> 16) << 16);
 }
 
-// Judge elements [lo, hi). out_kind is the output's dtype for the original benchmark's rule.
+// Judge elements [lo, hi). out_kind is the output's dtype for the original benchmark's rule;
+// mag (or NULL) holds float64, or float32 with mag_kind GOT_F32 (the oracles of the largest
+// outputs keep their magnitudes in float32: a float64 copy would be 8 GiB at 2^30 elements).
 extern "C" void cm_judge(const void* got, int kind, int out_kind, const double* ref,
-                         const double* mag, long long lo, long long hi, double rtol, double atol,
-                         double mtol, int rule, double rule_tol, cm_part* out) {
+                         const void* mag, int mag_kind, long long lo, long long hi, double rtol,
+                         double atol, double mtol, int rule, double rule_tol, cm_part* out) {
     cm_part p;
     memset(&p, 0, sizeof p);
     int err_nan = 0;
@@ -59,7 +61,7 @@ extern "C" void cm_judge(const void* got, int kind, int out_kind, const double* 
         double abs_r = fabs(r);
         double bound = rtol * abs_r;
         bound += atol;
-        if (mtol != 0.0) bound += mtol * (mag ? mag[i] : abs_r);
+        if (mtol != 0.0) bound += mtol * (mag ? stored_value(mag, mag_kind, i) : abs_r);
         double err = fabs(g - r);
         int ok = err <= bound;
         if (isnan(err) && g == r) {  // equal infinities: inf - inf is NaN, yet exact
