@@ -532,25 +532,15 @@ class Evaluator:
             except WorkerDied as exc:
                 self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
 
-        def setup(lv: _Live) -> None:
+        def setup(lv: _Live) -> dict[str, Any]:
             assert lv.worker is not None
             slots = str(scratch / f"out-{lv.impl.label}-{lv.worker.proc.pid}")
             reply = lv.worker.request(120, cmd="setup", dir=str(case_dir), nsets=N_SETS,
                                       args=arg_bytes, scalars=scalars, outputs=slots)  # fmt: skip
             lv.layout = {name: (int(at[0]), int(at[1])) for name, at in reply["layout"].items()}
+            return reply
 
-        loaded = []
-        with ThreadPoolExecutor(max_workers=max(len(started), 1)) as pool:
-            futures = [(lv, pool.submit(setup, lv)) for lv in started]
-        for lv, future in futures:
-            exc = future.exception()
-            if isinstance(exc, WorkerDied):
-                self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
-            elif exc is not None:
-                raise exc
-            else:
-                loaded.append(lv)
-        return loaded
+        return [lv for lv, _ in self._at_once(started, results, setup)]
 
     def _save_all(
         self, timed: list[_Live], results: dict[str, CaseResult]
@@ -563,8 +553,18 @@ class Evaluator:
             assert lv.worker is not None
             return lv.worker.request(self.call_timeout_s, cmd="save")
 
-        with ThreadPoolExecutor(max_workers=max(len(timed), 1)) as pool:
-            futures = [(lv, pool.submit(save, lv)) for lv in timed]
+        return self._at_once(timed, results, save)
+
+    def _at_once(
+        self,
+        lives: list[_Live],
+        results: dict[str, CaseResult],
+        request: Callable[[_Live], dict[str, Any]],
+    ) -> list[tuple[_Live, dict[str, Any]]]:
+        """``request`` made of every worker in ``lives`` at once; a worker that dies fails its
+        implementation. Returns the others' replies, in order."""
+        with ThreadPoolExecutor(max_workers=max(len(lives), 1)) as pool:
+            futures = [(lv, pool.submit(request, lv)) for lv in lives]
         replies = []
         for lv, future in futures:
             exc = future.exception()
