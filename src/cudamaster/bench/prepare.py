@@ -44,7 +44,7 @@ from ..errors import UserError
 from ..tasks import Case, Task, load_task
 from .client import worker_env
 from .inputs import InputSet, case_seed, make_inputs
-from .verify import CheckResult, compare, recheck
+from .verify import CheckResult, as_magnitude, compare, recheck
 
 log = logging.getLogger(__name__)
 
@@ -376,11 +376,7 @@ def oracle_of(task: Task, variant: str, inputs: InputSet) -> dict[str, Any]:
 def _as_judged(value: Any) -> Any:
     ref, mag = value if isinstance(value, tuple) else (value, None)
     ref = np.ascontiguousarray(ref, dtype=np.float64).reshape(-1)
-    if mag is None:
-        return ref
-    mag = np.asarray(mag)
-    wide = np.float32 if mag.dtype == np.float32 else np.float64
-    return ref, np.ascontiguousarray(mag, dtype=wide).reshape(-1)
+    return ref if mag is None else (ref, as_magnitude(mag).reshape(-1))
 
 
 # -- inside the helper process -------------------------------------------------------------
@@ -465,10 +461,9 @@ class _Helper:
                     for event in self.ready.get(rid, []):
                         event.set()
                 self.send(("error", rid, self.errors[rid]))
-            if self._done(
-                rid
-            ):  # while it was being made: its files too (the coordinator removed them
-                shutil.rmtree(case_dir, ignore_errors=True)  # before they were all written)
+            # dropped while it was being made: its files too (the coordinator removed them
+            if self._done(rid):  # before they were all written)
+                shutil.rmtree(case_dir, ignore_errors=True)
 
     def _done(self, rid: int) -> bool:
         """Case ``rid`` is no longer being prepared: the next oldest is raised to FIRST_NICE.

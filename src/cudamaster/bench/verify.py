@@ -167,6 +167,13 @@ def _flat(
     return got, ref, mag
 
 
+def as_magnitude(mag: np.ndarray) -> np.ndarray:
+    """A magnitude as the compiled judge reads it: contiguous float64, or float32 as it is (the
+    sparse products keep theirs in float32: a float64 copy is 8 GiB at 2^30 elements)."""
+    mag = np.asarray(mag)
+    return np.ascontiguousarray(mag, np.float32 if mag.dtype == np.float32 else np.float64)
+
+
 def compare(
     name: str,
     got: np.ndarray,
@@ -190,8 +197,7 @@ def compare(
     if compiled:
         got = np.ascontiguousarray(got) if stored else np.ascontiguousarray(got, np.float64)
         ref = np.ascontiguousarray(ref, dtype=np.float64)
-        wide = np.float32 if mag is not None and mag.dtype == np.float32 else np.float64
-        mag = None if mag is None else np.ascontiguousarray(mag, dtype=wide)  # f32: no copy
+        mag = None if mag is None else as_magnitude(mag)
 
     def compiled_chunk(lo: int) -> _Part:
         hi = min(lo + CHUNK, n)
