@@ -2,8 +2,9 @@
 """One line per (operator, dtype, suite) of `cudamaster bench` JSON files, as markdown:
 verdicts, the library's P and geometric-mean speedup over the baseline, the largest case's
 baseline and library times, and the median over cases of the faster one's speed-of-light
-fraction; then, per file, the run's wall and build time and where the time went (the sums of
-every case's phases, cudamaster.bench.evaluate.EvalReport.phases).
+fraction; then, per file, the run's wall and build time, where the time went (the sums of
+every case's phases, cudamaster.bench.evaluate.EvalReport.phases) and the share of its CPUs
+that the preparation helper kept busy.
 Usage: scripts/bench-summary.py BENCH.json [MORE.json ...]"""
 
 import json
@@ -47,9 +48,14 @@ def totals(path: str) -> str:
                 if key != "case":
                     sums[key] = sums.get(key, 0.0) + value
     spent = ", ".join(f"{k} {v:.1f}" for k, v in sums.items())
+    busy = ""
+    cpus = sum(data.get("helper_cpus", {}).values())
+    walls = sum(r["report"]["wall_s"] for r in data["results"])
+    if cpus and walls and "helper_cpu" in sums:  # how busy the preparation helper kept its CPUs
+        busy = f"; helper CPU {sums['helper_cpu'] / (walls * cpus):.0%} of {cpus} CPUs"
     return (
         f"{path}: {len(data['results'])} evaluations, {data.get('wall_s', 0):.1f} s with "
-        f"{data.get('build_s', 0):.1f} s of build; phase sums (s): {spent}"
+        f"{data.get('build_s', 0):.1f} s of build; phase sums (s): {spent}{busy}"
     )
 
 

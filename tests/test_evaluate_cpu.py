@@ -121,6 +121,7 @@ def test_outputs_are_judged_the_same_where_they_cannot_be_page_locked(fake_cuda,
     waited = phases["finish"] + phases["settle"]  # the first calls' verdicts, then the others
     assert 0 < phases["checks"] <= waited
     assert phases["making"] > 0 and phases["judging"] > 0  # the helper's side, beside it
+    assert phases["helper_cpu"] > 0  # its CPU time, read from /proc
 
 
 def test_crash_and_hang_are_verdicts_and_the_others_still_evaluate(fake_cuda):

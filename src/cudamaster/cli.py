@@ -305,6 +305,7 @@ def bench_cmd(
         # per GPU, the evaluation before, whose last case is judged while the next one runs
         settling: dict[str, tuple[Evaluator, Task, EvalReport, DeviceFacts]] = {}
         saving = threading.Lock()
+        helper_cpus: dict[str, int] = {}  # per GPU: the CPUs its preparation helper may use
 
         def publish(uuid: str) -> None:
             """The GPU's evaluation before, settled, into the results file."""
@@ -313,8 +314,8 @@ def bench_cmd(
             with saving:
                 results.append(report_json(task, report, device))
                 write_json({"device": asdict(first), "devices": facts, "results": results,
-                            "build_s": build_s, "wall_s": time.monotonic() - t_build}, out,
-                           compact=True)  # fmt: skip
+                            "helper_cpus": helper_cpus, "build_s": build_s,
+                            "wall_s": time.monotonic() - t_build}, out, compact=True)  # fmt: skip
 
         def evaluate(job: tuple, gpu) -> EvalReport:
             task, variant, s = job
@@ -323,6 +324,7 @@ def bench_cmd(
             if gpu.uuid not in preparers:
                 split = cpus.split()  # this GPU's workers' cores stay free of preparation
                 preparers[gpu.uuid] = Preparer(cores=split.helpers if split else None)
+                helper_cpus[gpu.uuid] = len(split.helpers) if split else len(cpus.available())
             ev = Evaluator(task, variant, s, device.arch, base_seed=seed, pool=pool,
                            preparer=preparers[gpu.uuid], then=following.get(id(job), ()),
                            progress=lambda m: progress.update(bar, description=m))  # fmt: skip

@@ -111,7 +111,9 @@ class EvalReport:
     # and for the last case its own settling; "checks" is the time spent waiting for this
     # case's judged outputs (and so for the oracles), wherever it fell. The helper's own wall
     # times (it works cases ahead, beside the GPU): "making" the input sets, "oracles" the
-    # longest of their oracles, "judging" the outputs (all of them, oracle waits excluded)
+    # longest of their oracles, "judging" the outputs (all of them, oracle waits excluded);
+    # "helper_cpu" the CPU seconds that the helper used (on any case) from this case's start to
+    # its "finish", to be set against the wall time and the helper's cores (bench JSON "cpus")
     phases: list[dict[str, float]] = field(default_factory=list)
 
     def impl(self, label: str) -> ImplResult | None:
@@ -260,7 +262,7 @@ class Evaluator:
         """One case, up to its last GPU work; ``after`` are the cases that the preparer is asked
         to make ahead. ``previous`` (the settling of the case before) is run once this case's
         first calls are made; returns this case's settling, for the next case (or the caller)."""
-        t_case = time.monotonic()
+        t_case, cpu_case = time.monotonic(), prep.cpu_seconds()
         active = [lv for lv in lives if not lv.stop and lv.result.verdict == "pending"]
         prepared: Prepared | None = None
         if active:
@@ -355,6 +357,7 @@ class Evaluator:
                 except WorkerDied as exc:
                     self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
         mark("finish")
+        mark.times["helper_cpu"] = round(prep.cpu_seconds() - cpu_case, 4)
         passed_timed = [(lv, j) for lv, j in saved if lv in passed]
         return _Settle(prepared, results, passed_timed, rechecked, hot, mark.times)
 

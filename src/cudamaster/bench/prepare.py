@@ -172,6 +172,18 @@ class Preparer:
             raise UserError(prepared.error)
         return prepared
 
+    def cpu_seconds(self) -> float:
+        """The CPU time (user and system, all threads) that the helper process has used so far;
+        0 before it starts or where /proc does not say."""
+        if self._proc is None:
+            return 0.0
+        try:
+            stat = Path(f"/proc/{self._proc.pid}/stat").read_text()
+        except OSError:
+            return 0.0
+        fields = stat.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     @contextlib.contextmanager
     def quiet(self, strict: bool = False) -> Iterator[None]:
         """No preparation shares a core with what runs inside this block: a helper on cores of

@@ -48,8 +48,11 @@ PLACEMENT_SHARE = 0.125  # of the device memory free at the first cold batch, at
 # verdicts (bench.evaluate), so three in turn suffice: case k writes slots 2k and 2k+1 (mod 3)
 SLOTS = 3
 SLOT_ALIGN = 1 << 12  # each output's offset in a slot
-SHRINK_BELOW = 0.25  # a slot is made smaller once a case needs less than this share of it...
-SHRINK_FROM = 256 << 20  # ... and it is larger than this (bytes)
+# a slot is made smaller once a case needs less than SHRINK_BELOW of it and it is larger than
+# SHRINK_FROM bytes; smaller ones keep their size for the worker's life (the bench alternates
+# small and large suites, and page-locking a slot again is 0.5 s per GiB, host memory is not)
+SHRINK_BELOW = 0.25
+SHRINK_FROM = 2 << 30
 
 
 @dataclass
