@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from cudamaster import cpus
+
 GOOD = Path(__file__).parent / "fixtures" / "good" / "vector_add_grid.cu"
 pytestmark = pytest.mark.skipif(not shutil.which("gcc"), reason="needs gcc")
 
@@ -41,6 +43,9 @@ def test_bench_runs_end_to_end_and_judges_unwritten_outputs_wrong(fake_gpu, tmp_
     assert all(c["verdict"] == "wrong" for c in base["cases"])
     assert impls["library"]["verdict"] in ("compile_error", "load_error", "wrong")
     assert "vector_add" in proc.stdout and data["device"]["name"] == "Fake GPU"
+    # compiled beside the evaluation where this host has cores to spare, else first
+    assert data["build_beside"] is (cpus.split() is not None)
+    assert data["build_s"] > 0 or data["build_beside"]
 
 
 def test_bench_spreads_its_evaluations_over_every_gpu_and_says_which_ran_what(fake_gpu, tmp_path):

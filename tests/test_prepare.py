@@ -140,9 +140,16 @@ def test_a_case_is_estimated_from_its_shapes_and_a_helper_with_room_prepares_sev
     helper.busy = 1
     free = memory_available()
     assert free is not None
-    assert helper._fits(0) and not helper._fits(free)  # nothing fits in what is already used
+    assert helper._fits(5, 0) and not helper._fits(5, free)  # nothing fits in what is used
     helper.busy = 0
-    assert helper._fits(free)  # alone, a case always starts
+    assert helper._fits(5, free)  # alone, a case always starts...
+    helper.keys = {4: key, 5: key, 6: key}
+    assert helper._fits(5, free)  # ... beside the one case before it (held by the coordinator)
+    helper.keys[3] = key
+    assert not helper._fits(5, free)  # but not beside more, prepared ahead: they go first
+    helper.order, helper.busy = [3], 1
+    assert not helper._fits(5, free)  # nor while one is being prepared
+    assert helper._fits(5, 0)
     conn_here.close()
 
 

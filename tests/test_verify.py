@@ -136,6 +136,41 @@ def test_compiled_judge_gives_the_numpy_verdict_on_random_outputs(monkeypatch):
             )
 
 
+def test_compiled_judge_agrees_where_errors_lie_within_roundings_of_the_bounds(monkeypatch):
+    """The C judge divides only where bounds do not decide a ratio or the relative rule; on
+    errors a few roundings either side of the tolerance and of the rule, and ratios that climb
+    by ties and by the smallest steps, it still gives the numpy verdict exactly."""
+    from cudamaster.bench import judge, verify
+
+    assert judge.available(), "the compiled judge did not build"
+    monkeypatch.setattr(verify, "CHUNK", 97)
+    rng = np.random.default_rng(11)
+    n = 4000
+    ref = rng.uniform(0.5, 4, n) * rng.choice([-1, 1], n)
+    mag = np.abs(ref) + rng.uniform(0, 1, n)
+    tol, rule = Tolerance(rtol=1e-3, mtol=1e-4, budget=0.5), PaperRule(kind="rel", tol=1e-3)
+    bound = tol.rtol * np.abs(ref) + tol.atol + tol.mtol * mag
+    ulps = rng.integers(-4, 5, n).astype(np.float64)
+    near_bound = bound * (1 + ulps * 2.0**-52)  # ratios of 1 within roundings, up and down
+    # moved towards zero (m = |ref|) by the steps of float64 nearest to the relative rule:
+    # diff / m just under it (the rule passes everywhere) or at or just over it (it fails)
+    steps = [ref + np.sign(ref) * k * np.spacing(ref) - np.sign(ref) * rule.tol * np.abs(ref)
+             for k in range(-3, 4)]  # fmt: skip
+    quotients = np.array([np.abs(g - ref) / np.abs(ref) for g in steps])
+    under = np.where(quotients < rule.tol, quotients, -np.inf).argmax(axis=0)
+    over = np.where(quotients >= rule.tol, quotients, np.inf).argmin(axis=0)
+    near_rule = [np.choose(pick, steps) for pick in (under, over)]
+    climbing = bound * np.linspace(0.5, 1.0, n)  # every element a new largest ratio
+    errors = (near_bound, climbing, climbing[::-1], np.sort(near_bound))
+    near_tolerance = [ref + err * rng.choice([-1, 1], n) for err in errors]
+    for got in [*near_tolerance, *near_rule]:
+        fast = compare("y", got, ref, mag, tol, rule, "f64")
+        with monkeypatch.context() as m:
+            m.setattr(judge, "available", lambda: False)
+            slow = compare("y", got, ref, mag, tol, rule, "f64")
+        assert repr(fast) == repr(slow)
+
+
 def test_recheck_catches_a_single_wrong_element_in_a_large_output():
     ref = np.arange(1 << 20, dtype=np.float64)
     got = ref.astype(np.float32)

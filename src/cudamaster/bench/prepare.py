@@ -42,6 +42,7 @@ from .. import cpus, formula
 from ..dtypes import STORAGE, concrete
 from ..errors import UserError
 from ..tasks import Case, Task, load_task
+from .build import compilers_stopped
 from .client import worker_env
 from .inputs import InputSet, case_seed, make_inputs
 from .verify import CheckResult, as_magnitude, compare, recheck
@@ -49,7 +50,7 @@ from .verify import CheckResult, as_magnitude, compare, recheck
 log = logging.getLogger(__name__)
 
 N_SETS = 3  # input sets per case: the first call's, the second timing set, the re-check's
-MAX_AHEAD = 4  # cases asked for before they are taken
+MAX_AHEAD = 8  # cases asked for before they are taken (a heavy oracle starts early enough)
 MAX_AT_ONCE = 3  # cases the helper prepares at the same time (fewer on few cores)
 MEMORY_RESERVE = 0.15  # share of host memory a case started beside others leaves free
 # Linux nice values of the threads preparing a case (the judges' stays 0): the oldest case being
@@ -197,6 +198,12 @@ class Preparer:
         if self.cores is not None and not strict:
             yield
             return
+        # any compiler running beside the evaluations too (bench.prebuild)
+        with compilers_stopped(), self._helper_stopped():
+            yield
+
+    @contextlib.contextmanager
+    def _helper_stopped(self) -> Iterator[None]:
         proc = self._proc
         stop = proc is not None and proc.poll() is None
         if stop and self._pauses == 0:
@@ -456,7 +463,7 @@ class _Helper:
             with self.turn:  # one thread takes the next case, in order, and waits for room
                 rid, key, case_dir, size = self.work.get()
                 with self.room:
-                    while rid in self.keys and not self._fits(size):
+                    while rid in self.keys and not self._fits(rid, size):
                         self.room.wait(0.5)  # memory is freed by drops and finished cases
                     if rid not in self.keys:
                         continue  # dropped before its turn
@@ -512,10 +519,14 @@ class _Helper:
             with self.lock:
                 mine.discard(tid)
 
-    def _fits(self, size: int) -> bool:
-        """Whether a case of about ``size`` bytes may start now: always when no other is being
-        prepared, else only while the host keeps MEMORY_RESERVE of its memory free after it."""
-        if self.busy == 0:
+    def _fits(self, rid: int, size: int) -> bool:
+        """Whether case ``rid`` of about ``size`` bytes may start now: while the host keeps
+        MEMORY_RESERVE of its memory free after it, and always when no other case is being
+        prepared and at most one older case is held. The coordinator, waiting to take a case,
+        holds the one before it until this one's first calls are made (bench.evaluate), so
+        such a case must start; older cases prepared ahead are let go as it goes on."""
+        held = sum(1 for other in self.keys if other < rid and other not in self.order)
+        if self.busy == 0 and held <= 1:
             return True
         free, total = memory_available(), _memory_total()
         if free is None or total is None:
