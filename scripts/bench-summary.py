@@ -2,7 +2,7 @@
 """One line per (operator, dtype, suite) of `cudamaster bench` JSON files, as markdown:
 verdicts, the library's P and geometric-mean speedup over the baseline, the largest case's
 baseline and library times, and the median over cases of the faster one's speed-of-light
-fraction; then, per file, the run's wall time, its compiling, where the time went (the sums of
+fraction; then, per file, the run's wall and build time, where the time went (the sums of
 every case's phases, cudamaster.bench.evaluate.EvalReport.phases) and the share of its CPUs
 that the preparation helper kept busy.
 Usage: scripts/bench-summary.py BENCH.json [MORE.json ...]"""
@@ -53,11 +53,9 @@ def totals(path: str) -> str:
     walls = sum(r["report"]["wall_s"] for r in data["results"])
     if cpus and walls and "helper_cpu" in sums:  # how busy the preparation helper kept its CPUs
         busy = f"; helper CPU {sums['helper_cpu'] / (walls * cpus):.0%} of {cpus} CPUs"
-    build = f"{data['build_s']:.1f} s" if data.get("build_s") is not None else "unfinished"
-    where = "beside the evaluations" if data.get("build_beside") else "before them"
     return (
         f"{path}: {len(data['results'])} evaluations, {data.get('wall_s', 0):.1f} s with "
-        f"compiling {where} ({build}); phase sums (s): {spent}{busy}"
+        f"{data.get('build_s', 0):.1f} s of build; phase sums (s): {spent}{busy}"
     )
 
 

@@ -17,19 +17,6 @@ def test_row_blocks_cover_every_row_once():
     assert seen[:3].sum() == 0 and (seen[3:] == 1).all()
 
 
-def test_cached_row_blocks_stay_within_the_cache_block_and_cover_every_row_once():
-    seen = np.zeros(1000, dtype=int)
-    sizes = []
-
-    def mark(lo, hi):
-        seen[lo:hi] += 1
-        sizes.append(hi - lo)
-
-    parallel.over_rows(0, 1000, 1000, mark, cached=True)  # 10^6 elements, far above one block
-    assert (seen == 1).all()
-    assert max(sizes) * 1000 <= parallel.CACHE_BLOCK + 1000  # within a row of the bound
-
-
 @pytest.mark.parametrize(
     ("op", "shape"), [("stencil_2d", (1500, 700)), ("stencil_3d", (90, 80, 70))]
 )
@@ -39,6 +26,5 @@ def test_a_stencil_oracle_in_blocks_equals_the_oracle_in_one_block(op, shape, mo
     inputs = {"u_old": u, "r": 0.2}
     blocked = task.oracle(inputs, {}, "fp32")["u_new"]
     monkeypatch.setattr(parallel, "MIN_BLOCK", 1 << 40)  # one block
-    monkeypatch.setattr(parallel, "CACHE_BLOCK", 1 << 40)
     whole = task.oracle(inputs, {}, "fp32")["u_new"]
     assert np.array_equal(blocked[0], whole[0]) and np.array_equal(blocked[1], whole[1])

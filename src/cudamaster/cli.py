@@ -262,7 +262,6 @@ def bench_cmd(
     """Baseline vs library over many operators; results saved as JSON as they come."""
     from .bench.client import WorkerPool
     from .bench.evaluate import EvalReport, Evaluator, standard_impls
-    from .bench.prebuild import compile_all
     from .bench.prepare import Preparer
     from .device import DeviceFacts
     from .device import targets as device_targets
@@ -283,21 +282,10 @@ def bench_cmd(
     results: list[dict] = []
     jobs = [(t, v, s) for t in tasks for v in _variants(dtype) for s in _suites(suite)]
     t_build = time.monotonic()
-    impls = [i for t in tasks for v in _variants(dtype) for i in standard_impls(t, v)]
-    # on one GPU whose workers have cores of their own, the compilers run on the others beside
-    # the first evaluations, in their order; else all is compiled first, the slow ones first
-    beside = cpus.split() if len(targets) == 1 else None
-    if beside is None:
-        _compile_first(impls, first.arch)
-    compiled = compile_all(impls, first.arch, beside.helpers) if beside else None
+    variants = _variants(dtype)
+    _prebuild([i for t in tasks for v in variants for i in standard_impls(t, v)], first.arch)
+    build_s = time.monotonic() - t_build
     t0 = time.monotonic()
-
-    def build_s() -> float | None:
-        """The seconds compiling took (None: still going on beside the evaluations)."""
-        if compiled is None:
-            return t0 - t_build
-        return compiled.result() if compiled.done() and not compiled.exception() else None
-
     pool = WorkerPool()  # baseline and library workers live across the whole bench, per GPU
     preparers: dict[str, Preparer] = {}  # per GPU: inputs and oracles made cases ahead
     # on one GPU the jobs run in order, so the next jobs' first cases are prepared during the last
@@ -326,8 +314,7 @@ def bench_cmd(
             with saving:
                 results.append(report_json(task, report, device))
                 write_json({"device": asdict(first), "devices": facts, "results": results,
-                            "helper_cpus": helper_cpus, "build_s": build_s(),
-                            "build_beside": compiled is not None,
+                            "helper_cpus": helper_cpus, "build_s": build_s,
                             "wall_s": time.monotonic() - t_build}, out, compact=True)  # fmt: skip
 
         def evaluate(job: tuple, gpu) -> EvalReport:
@@ -382,13 +369,9 @@ def bench_cmd(
                 if k != "case":
                     phases[k] = phases.get(k, 0.0) + v
     on = f" on {len(targets)} GPUs" if len(targets) > 1 else ""
-    built = build_s()
-    compiling = ("compiling beside them" if compiled is not None else "after compiling") + (
-        f" ({built:.0f} s)" if built is not None else ""
-    )
     console.print(
-        f"{len(jobs)} evaluations{on} in {time.monotonic() - t_build:.0f} s, {compiling} "
-        f"({', '.join(f'{k} {v:.0f} s' for k, v in phases.items())}); results in {out}"
+        f"{len(jobs)} evaluations{on} in {time.monotonic() - t0:.0f} s after {build_s:.0f} s of "
+        f"compiling ({', '.join(f'{k} {v:.0f} s' for k, v in phases.items())}); results in {out}"
     )
 
 
@@ -525,8 +508,8 @@ def _calibrate(
             jobs = _resumed(out / "calibration.json", model, jobs, reports, report_from_dict)
         arches = {d.arch for d in devices.values()}
         for arch in arches:  # compiled at once here, not one by one between the profiles
-            _compile_first([Impl("baseline", t.source("baseline", v), trusted=True)
-                            for t, v in jobs], arch)  # fmt: skip
+            _prebuild([Impl("baseline", t.source("baseline", v), trusted=True) for t, v in jobs],
+                      arch)  # fmt: skip
 
         def work(job: tuple, gpu) -> object:
             task, variant = job
@@ -742,14 +725,24 @@ def _bench_on_ray(
                   f"results in {out}")  # fmt: skip
 
 
-def _compile_first(impls: list, arch: str) -> None:
-    """Compile the implementations at once, on every core, into the build cache, the slow ones
-    (CUB, vendor headers) first."""
-    from .bench.prebuild import compile_all
+def _prebuild(impls: list, arch: str) -> None:
+    """Compile the implementations at once, on every core, into the build cache."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    impls = sorted(impls, key=lambda i: i.label != "library")
-    with err_console.status(f"compiling {len(impls)} implementations"):
-        compile_all(impls, arch).result()
+    from .bench.build import BuildError, build
+
+    impls.sort(key=lambda i: i.label != "library")  # the slow (CUB, vendor headers) ones first
+
+    def one(impl) -> None:
+        with contextlib.suppress(BuildError):  # the evaluation reports it, with nvcc's message
+            build(impl.source, arch, impl.links, impl.extra_flags)
+
+    workers = os.cpu_count() or 4
+    with (
+        err_console.status(f"compiling {len(impls)} implementations"),
+        ThreadPoolExecutor(workers) as pool,
+    ):
+        list(pool.map(one, impls))
 
 
 def _resumed(path: Path, model: str, jobs: list, reports: list, load) -> list:

@@ -32,5 +32,5 @@ def oracle(inputs, params, variant):
             terms = sum(np.abs(n) for n in nbrs) + 6.0 * np.abs(c)
             mag[lo:hi, 1:-1, 1:-1] = np.abs(c) + abs(r) * terms
 
-    over_rows(0, u.shape[0], u.shape[1] * u.shape[2], planes, cached=True)
+    over_rows(0, u.shape[0], u.shape[1] * u.shape[2], planes)
     return {"u_new": (ref, mag)}

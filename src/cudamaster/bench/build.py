@@ -7,7 +7,6 @@ implementation itself uses (see symbols.py).
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import json
@@ -15,11 +14,8 @@ import logging
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
@@ -241,66 +237,6 @@ def build(
         return _compile(source, code, flags, link, out_dir, library)
 
 
-class _Compilers:
-    """The nvcc runs of this process, each in a process group of its own (nvcc, cicc, ptxas,
-    the host compiler), so that a timed stretch can stop them all (``compilers_stopped``)."""
-
-    def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.groups: set[int] = set()
-        self.stops = 0  # nested compilers_stopped blocks
-
-    def run(self, cmd: list[str]) -> tuple[int, str, str]:
-        with self.cond:  # none starts while they are stopped
-            self.cond.wait_for(lambda: self.stops == 0)
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    text=True, start_new_session=True)  # fmt: skip
-            self.groups.add(proc.pid)
-        try:
-            stdout, stderr = proc.communicate(timeout=NVCC_TIMEOUT_S)
-        except BaseException:  # timed out, or interrupted: none of its processes is left
-            self._signal(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise
-        finally:
-            with self.cond:
-                self.groups.discard(proc.pid)
-        return proc.returncode, stdout, stderr
-
-    @staticmethod
-    def _signal(group: int, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(group, sig)
-
-    @contextlib.contextmanager
-    def stopped(self) -> Iterator[None]:
-        with self.cond:
-            self.stops += 1
-            if self.stops == 1:
-                for group in self.groups:
-                    self._signal(group, signal.SIGSTOP)
-        try:
-            yield
-        finally:
-            with self.cond:
-                self.stops -= 1
-                if self.stops == 0:
-                    for group in self.groups:
-                        self._signal(group, signal.SIGCONT)
-                    self.cond.notify_all()
-
-
-_COMPILERS = _Compilers()
-
-
-def compilers_stopped() -> contextlib.AbstractContextManager[None]:
-    """A block in which no compiler of this process runs: those running are stopped (SIGSTOP),
-    none starts, and they go on afterwards. For short timed calls while implementations are
-    compiled beside them (cudamaster.bench.prebuild): a compiler's host work slows a timed
-    region even from other cores, as the preparation helper's does (Preparer.quiet)."""
-    return _COMPILERS.stopped()
-
-
 def _compile(
     source: Path, code: bytes, flags: list[str], link: list[str], out_dir: Path, library: Path
 ) -> BuildResult:
@@ -309,17 +245,19 @@ def _compile(
     cmd = [nvcc(), *flags, "-o", str(library), str(out_dir / "source.cu"), *link]
     log.debug("nvcc: %s", " ".join(cmd))
     try:
-        returncode, stdout, stderr = _COMPILERS.run(cmd)
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, check=False, timeout=NVCC_TIMEOUT_S
+        )
     except subprocess.TimeoutExpired:
         log_path.write_text(f"$ {' '.join(cmd)}\nnvcc timed out after {NVCC_TIMEOUT_S} s\n")
         message = f"nvcc timed out after {NVCC_TIMEOUT_S} s on {source.name}"
         raise BuildError(message, log_path) from None
-    log_text = f"$ {' '.join(cmd)}\n{stdout}{stderr}"
+    log_text = f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}"
     log_path.write_text(log_text)
-    if returncode != 0:
+    if proc.returncode != 0:
         library.unlink(missing_ok=True)
-        first = _first_error(stderr).replace(str(out_dir / "source.cu"), source.name)
+        first = _first_error(proc.stderr).replace(str(out_dir / "source.cu"), source.name)
         raise BuildError(f"compile error in {source.name}: {first}", log_path)
-    resources = parse_ptxas(stderr + stdout)
+    resources = parse_ptxas(proc.stderr + proc.stdout)
     meta_path.write_text(json.dumps({"resources": [asdict(r) for r in resources]}))
     return BuildResult(source, library, log_path, flags + link, False, resources)

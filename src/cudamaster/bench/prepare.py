@@ -42,7 +42,6 @@ from .. import cpus, formula
 from ..dtypes import STORAGE, concrete
 from ..errors import UserError
 from ..tasks import Case, Task, load_task
-from .build import compilers_stopped
 from .client import worker_env
 from .inputs import InputSet, case_seed, make_inputs
 from .verify import CheckResult, as_magnitude, compare, recheck
@@ -198,12 +197,6 @@ class Preparer:
         if self.cores is not None and not strict:
             yield
             return
-        # any compiler running beside the evaluations too (bench.prebuild)
-        with compilers_stopped(), self._helper_stopped():
-            yield
-
-    @contextlib.contextmanager
-    def _helper_stopped(self) -> Iterator[None]:
         proc = self._proc
         stop = proc is not None and proc.poll() is None
         if stop and self._pauses == 0:
