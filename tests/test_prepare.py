@@ -9,6 +9,7 @@ import signal
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -108,6 +109,41 @@ def test_oracles_are_kept_as_the_judge_reads_them_so_no_judgement_copies_one(nam
             assert mag.ndim == 1 and mag.flags.c_contiguous
             assert mag.dtype == np.asarray(raw[out][1]).dtype
             assert np.array_equal(mag, np.asarray(raw[out][1]).reshape(-1))
+
+
+def test_the_next_few_cases_are_always_asked_ahead_and_more_while_host_memory_allows(
+    preparer, monkeypatch
+):
+    from cudamaster.bench import prepare
+
+    asked = []
+
+    def ask(self, task, key):
+        asked.append(key)
+        return SimpleNamespace(key=key, discard=lambda: None)
+
+    monkeypatch.setattr(Preparer, "_ask", ask)
+    small = [get_task(name) for name in ("vector_add", "RELU", "elu", "sigmoid")]
+    upcoming = [(t, v, c) for t in small for v in ("fp32", "bf16") for c in t.cases("paper")]
+    large = get_task("stencil_2d")
+    upcoming.insert(prepare.MIN_AHEAD + 1, (large, "fp32", large.cases("paper")[-1]))
+    assert len(upcoming) > prepare.MAX_AHEAD
+    key = CaseKey(str(large.folder), "fp32", large.cases("paper")[-1], 0)
+    heavy = footprint(large, key)  # 16384^2: more than the budget below
+    monkeypatch.setattr(prepare, "_memory_total", lambda: None)  # unknown: the next few only
+    preparer.ahead(upcoming, 0)
+    assert len(asked) == prepare.MIN_AHEAD
+    asked.clear()
+    preparer._ahead = []
+    monkeypatch.setattr(prepare, "_memory_total", lambda: heavy / prepare.AHEAD_SHARE / 2)
+    preparer.ahead(upcoming, 0)  # the small ones ahead of the heavy one, not the heavy one
+    assert len(asked) == prepare.MIN_AHEAD + 1 and key not in asked
+    asked.clear()
+    preparer._ahead = []
+    total = sum(footprint(t, CaseKey(str(t.folder), v, c, 0)) for t, v, c in upcoming)
+    monkeypatch.setattr(prepare, "_memory_total", lambda: total / prepare.AHEAD_SHARE)
+    preparer.ahead(upcoming, 0)  # room for all: as many as MAX_AHEAD, the heavy one among them
+    assert len(asked) == prepare.MAX_AHEAD and key in asked
 
 
 def test_cases_asked_for_ahead_are_those_taken_and_a_case_not_taken_is_dropped(preparer):

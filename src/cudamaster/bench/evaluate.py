@@ -113,7 +113,7 @@ class EvalReport:
     # times (it works cases ahead, beside the GPU): "making" the input sets, "oracles" the
     # longest of their oracles, "judging" the outputs (all of them, oracle waits excluded);
     # "helper_cpu" the CPU seconds that the helper used (on any case) from this case's start to
-    # its "finish", to be set against the wall time and the helper's cores (bench JSON "cpus")
+    # its "finish", against the wall time and the helper's CPUs (bench JSON "helper_cpus")
     phases: list[dict[str, float]] = field(default_factory=list)
 
     def impl(self, label: str) -> ImplResult | None:

@@ -2,10 +2,10 @@
 
 Making a case's seeded input sets and computing their float64 oracles is host work of up to
 seconds per case. The coordinator tells the helper which cases it will take next (up to
-MAX_AHEAD); a helper process (spawned once) makes the sets, writes them where the workers load
-them, and computes each set's oracle, several cases at once where it has the cores and the
-host memory, so that the GPU rarely waits. The oracles stay in the helper's memory: the
-coordinator asks the helper to judge the outputs that the workers leave in files
+MAX_AHEAD, as host memory allows); a helper process (spawned once) makes the sets, writes them
+where the workers load them, and computes each set's oracle, several cases at once where it has
+the cores and the host memory, so that the GPU rarely waits. The oracles stay in the helper's
+memory: the coordinator asks the helper to judge the outputs that the workers leave in files
 (cudamaster.bench.verify), so that no oracle (up to 12 GiB per set) is ever copied.
 
 Timed calls never share a core with that work. Where the host has cores to spare
@@ -49,7 +49,12 @@ from .verify import CheckResult, as_magnitude, compare, recheck
 log = logging.getLogger(__name__)
 
 N_SETS = 3  # input sets per case: the first call's, the second timing set, the re-check's
-MAX_AHEAD = 8  # cases asked for before they are taken (a heavy oracle starts early enough)
+# cases asked for before they are taken: the next MIN_AHEAD, and further ones (up to MAX_AHEAD)
+# while their footprints (estimates, see footprint) stay within AHEAD_SHARE of host memory, so
+# that a heavy oracle is started while the light cases before it are timed
+MIN_AHEAD = 4
+MAX_AHEAD = 32
+AHEAD_SHARE = 0.5
 MAX_AT_ONCE = 3  # cases the helper prepares at the same time (fewer on few cores)
 MEMORY_RESERVE = 0.15  # share of host memory a case started beside others leaves free
 # Linux nice values of the threads preparing a case (the judges' stays 0): the oldest case being
@@ -142,12 +147,21 @@ class Preparer:
         self._ahead: list[Prepared] = []  # asked for before being taken, in order
         self._next_id = 0
         self._pauses = 0
+        self._footprints: dict[tuple[str, str, str, int], int] = {}
 
     # -- requests ---------------------------------------------------------------------------
     def ahead(self, upcoming: Sequence[tuple[Task, str, Case]], base_seed: int) -> None:
-        """The cases (task, variant, case) to be taken next, in order: the first MAX_AHEAD are
-        prepared from now on; those asked for earlier and no longer among them are dropped."""
-        keys = [(t, CaseKey(str(t.folder), v, c, base_seed)) for t, v, c in upcoming[:MAX_AHEAD]]
+        """The cases (task, variant, case) to be taken next, in order: the first MIN_AHEAD, and
+        those after them that the ahead budget allows (MAX_AHEAD), are prepared from now on;
+        those asked for earlier and no longer among them are dropped."""
+        budget, spent = AHEAD_SHARE * (_memory_total() or 0), 0
+        keys = []
+        for t, v, c in upcoming[:MAX_AHEAD]:
+            key = CaseKey(str(t.folder), v, c, base_seed)
+            spent += self._footprint(t, key)
+            if len(keys) >= MIN_AHEAD and spent > budget:
+                break
+            keys.append((t, key))
         wanted = [k for _, k in keys]
         for dropped in [p for p in self._ahead if p.key not in wanted]:
             self._ahead.remove(dropped)
@@ -155,6 +169,13 @@ class Preparer:
         for task, key in keys:
             if all(p.key != key for p in self._ahead):
                 self._ahead.append(self._ask(task, key))
+
+    def _footprint(self, task: Task, key: CaseKey) -> int:
+        """footprint(task, key), worked out once per case (ahead() looks at many, each time)."""
+        name = (key.folder, key.variant, key.case.suite, key.case.index)
+        if name not in self._footprints:
+            self._footprints[name] = footprint(task, key)
+        return self._footprints[name]
 
     def take(self, task: Task, variant: str, case: Case, base_seed: int) -> Prepared:
         """The case's input sets, written (prepared ahead, or now: then every case asked for
@@ -233,7 +254,7 @@ class Preparer:
         rid = self._next_id
         prepared = Prepared(rid, key, key.seeds(task.name), self.root / f"r{rid}", _owner=self)
         self._cases[rid] = prepared
-        self._send(("prepare", rid, key, str(prepared.case_dir), footprint(task, key)))
+        self._send(("prepare", rid, key, str(prepared.case_dir), self._footprint(task, key)))
         return prepared
 
     def _ask_judge(
