@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import shutil
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -83,6 +84,26 @@ def test_the_same_source_built_twice_at_once_compiles_once(tmp_path):
         results = list(pool.map(lambda _: build(src, ARCH), range(2)))
     assert sorted(r.cached for r in results) == [False, True]
     assert all(defines_symbol(r.library, "vector_add") for r in results)
+
+
+def test_exported_symbols_are_read_once_per_library_file(tmp_path, monkeypatch):
+    from cudamaster.bench import symbols
+
+    src = tmp_path / "once.cu"
+    src.write_text(f'extern "C" void vector_add(const float*, const float*, float*, int) {{}}\n'
+                   f"// {uuid.uuid4()}\n")  # fmt: skip
+    library = tmp_path / "impl.so"
+    shutil.copy(build(src, ARCH).library, library)
+    runs = []
+    real = symbols._output
+    monkeypatch.setattr(symbols, "_output", lambda *a: runs.append(a) or real(*a))
+    assert defines_symbol(library, "vector_add") and not defines_symbol(library, "relu")
+    assert len(runs) == 1  # nm once for both questions
+    src.write_text(src.read_text().replace("vector_add", "relu"))
+    shutil.copy(build(src, ARCH).library, library)  # the same path, another library
+    os.utime(library, ns=(1, 1))
+    assert defines_symbol(library, "relu") and not defines_symbol(library, "vector_add")
+    assert len(runs) == 2
 
 
 def test_compile_error_carries_the_compilers_message():

@@ -9,7 +9,7 @@ from cudamaster.bench.evaluate import CaseResult, EvalReport, ImplResult
 from cudamaster.bench.timing import TimingStats
 from cudamaster.cli import _bench_row
 from cudamaster.device import DeviceFacts
-from cudamaster.report import case_table, report_json, score_impl
+from cudamaster.report import ResultsFile, case_table, report_json, score_impl
 from cudamaster.tasks import get_task
 
 DEVICE = DeviceFacts(
@@ -78,3 +78,22 @@ def test_tables_and_json_render():
     assert data["scores"][1]["score"] == pytest.approx((1024 * 10 + 4096 * 20) / 5120)
     row = _bench_row("vector_add", "fp32", "paper", {s.label: s for s in scores})
     assert row[3] == "2/2 ok" and row[7] == f"{(1024 * 10 + 4096 * 20) / 5120:.3g}"
+
+
+def test_a_results_file_rewritten_as_results_come_holds_every_result_and_the_latest_fields(
+    tmp_path,
+):
+    path = tmp_path / "sub" / "bench.json"
+    saved = ResultsFile(path)
+    saved.write()
+    assert json.loads(path.read_text()) == {"results": []}
+    first = {"task": "vector_add", "times": [1.5, float("inf")], "path": tmp_path}
+    saved.add(first)
+    saved.write(wall_s=1.0, device={"name": "GPU"})
+    saved.add({"task": "RELU", "quote": 'a "b" }'})
+    saved.write(wall_s=2.0, device={"name": "GPU"})
+    data = json.loads(path.read_text())
+    assert data["wall_s"] == 2.0 and data["device"] == {"name": "GPU"}
+    assert [r["task"] for r in data["results"]] == ["vector_add", "RELU"]
+    assert data["results"][0]["path"] == str(tmp_path) and data["results"][1]["quote"] == 'a "b" }'
+    assert not path.with_suffix(".json.tmp").exists()

@@ -266,7 +266,7 @@ def bench_cmd(
     from .device import DeviceFacts
     from .device import targets as device_targets
     from .gpus import GpuLost, GpuPool
-    from .report import report_json, score_impl, write_json
+    from .report import ResultsFile, report_json, score_impl
     from .tasks import Task, discover, get_task
 
     names = [o.strip() for o in ops.split(",")] if ops else list(discover())
@@ -280,6 +280,7 @@ def bench_cmd(
     first = next(iter(devices.values()))
     out = out or Path("results") / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
     results: list[dict] = []
+    saved = ResultsFile(out)
     jobs = [(t, v, s) for t in tasks for v in _variants(dtype) for s in _suites(suite)]
     t_build = time.monotonic()
     variants = _variants(dtype)
@@ -313,9 +314,9 @@ def bench_cmd(
             ev.settle()
             with saving:
                 results.append(report_json(task, report, device))
-                write_json({"device": asdict(first), "devices": facts, "results": results,
-                            "helper_cpus": helper_cpus, "build_s": build_s,
-                            "wall_s": time.monotonic() - t_build}, out, compact=True)  # fmt: skip
+                saved.add(results[-1])
+                saved.write(device=asdict(first), devices=facts, helper_cpus=helper_cpus,
+                            build_s=build_s, wall_s=time.monotonic() - t_build)  # fmt: skip
 
         def evaluate(job: tuple, gpu) -> EvalReport:
             task, variant, s = job
@@ -693,12 +694,12 @@ def _bench_on_ray(
     here as it finishes, with the node and GPU that produced them."""
     from .bench.remote import bench_job
     from .ray_pool import RayPool
-    from .report import score_impl, write_json
+    from .report import ResultsFile, score_impl
 
     pool = RayPool(address)
     out = out or Path("results") / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
     jobs = [(t.name, v, s, seed) for t in tasks for v in _variants(dtype) for s in _suites(suite)]
-    results: list[dict] = []
+    saved = ResultsFile(out)
     devices: dict[str, dict] = {}
     t0 = time.monotonic()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -709,9 +710,8 @@ def _bench_on_ray(
             _, data, device = result
             data["placement"] = {**placement.as_dict(), "gpu": device.name, "uuid": device.uuid}
             devices[f"{placement.host}/{device.name}"] = asdict(device)
-            results.append(data)
-            write_json({"devices": devices, "results": results, "ray": address,
-                        "wall_s": time.monotonic() - t0}, out, compact=True)  # fmt: skip
+            saved.add(data)
+            saved.write(devices=devices, ray=address, wall_s=time.monotonic() - t0)
             progress.update(bar, advance=1, description=" ".join(map(str, job[:3])))
 
         finished = pool.run(jobs, bench_job, done)
@@ -726,16 +726,18 @@ def _bench_on_ray(
 
 
 def _prebuild(impls: list, arch: str) -> None:
-    """Compile the implementations at once, on every core, into the build cache."""
+    """Compile the implementations at once, on every core, into the build cache (and read
+    what each exports, which every evaluation checks first)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from .bench.build import BuildError, build
+    from .bench.symbols import exported_symbols
 
     impls.sort(key=lambda i: i.label != "library")  # the slow (CUB, vendor headers) ones first
 
     def one(impl) -> None:
         with contextlib.suppress(BuildError):  # the evaluation reports it, with nvcc's message
-            build(impl.source, arch, impl.links, impl.extra_flags)
+            exported_symbols(build(impl.source, arch, impl.links, impl.extra_flags).library)
 
     workers = os.cpu_count() or 4
     with (
