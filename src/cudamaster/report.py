@@ -135,8 +135,8 @@ def write_json(data: Any, path: Path) -> None:
 
 class ResultsFile:
     """A JSON file of results rewritten, atomically, as each result comes: ``{fields...,
-    "results": [...]}``. Each result is encoded once, compactly: a bench's 190 results took
-    0.06 s to encode at every rewrite (the GPU waits for it), their concatenation takes none."""
+    "results": [...]}``. Each result is encoded once, compactly: encoding a bench's 192
+    results at every rewrite took 0.06 s (the GPU waits for it), a rewrite now 8 ms."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
