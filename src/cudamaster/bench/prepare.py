@@ -196,13 +196,9 @@ class Preparer:
     def cpu_seconds(self) -> float:
         """The CPU time (user and system, all threads) that the helper process has used so far;
         0 before it starts or where /proc does not say."""
-        if self._proc is None:
+        fields = _proc_stat(self._proc.pid) if self._proc is not None else None
+        if fields is None:
             return 0.0
-        try:
-            stat = Path(f"/proc/{self._proc.pid}/stat").read_text()
-        except OSError:
-            return 0.0
-        fields = stat.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     @contextlib.contextmanager
@@ -336,17 +332,25 @@ class Preparer:
 
 def _until_stopped(pid: int, limit_s: float = 2.0) -> None:
     """Wait until the stop signal has taken effect (it is delivered asynchronously)."""
-    stat = Path(f"/proc/{pid}/stat")
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
-        try:
-            state = stat.read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
+        fields = _proc_stat(pid)
+        if fields is None:
             return  # gone, or no /proc: nothing to wait for
-        if state in "TtZX":
+        if fields[0] in "TtZX":
             return
         time.sleep(0.0002)
     log.warning("the input-preparation process %d did not stop within %.0f s", pid, limit_s)
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (which may hold spaces): the state
+    first, user and system clock ticks at 11 and 12; None where the process or /proc is not."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields or None
 
 
 def scratch_dir(work_dir: Path | None = None) -> str | None:
