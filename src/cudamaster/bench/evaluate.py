@@ -431,7 +431,6 @@ class Evaluator:
         with prep.quiet():
             for lv in list(timed):
                 self._warm_up(lv, results[lv.impl.label], timed, batch, per_call)
-            self._lead_in(timed, results, per_call, prep)
             turn = self._turns(timed, results, times, batch, per_call, prep)
         return times, turn
 
@@ -463,38 +462,6 @@ class Evaluator:
         except WorkerDied as exc:
             self._fail(lv, res, exc.verdict, exc.detail)
             timed.remove(lv)
-
-    def _lead_in(
-        self,
-        timed: list[_Live],
-        results: dict[str, CaseResult],
-        per_call: dict[str, float],
-        prep: Preparer,
-    ) -> None:
-        """Untimed calls of each short-call implementation, in the first turn's order, right
-        before it (TimingPolicy.lead_s): the GPU has idled while the case was set up and
-        judged, and the one that took the first turn would otherwise pay for its waking."""
-        short = [lv for lv in timed if per_call[lv.impl.label] < SHORT_CALL_S]
-        if not short or self.policy.lead_s <= 0:
-            return
-        with prep.quiet(strict=True):
-            for lv in short:
-                n = self.policy.lead_for(per_call[lv.impl.label])
-                if not n:
-                    continue
-                try:
-                    assert lv.worker is not None
-                    lv.worker.request(
-                        self._batch_timeout(lv, n),
-                        cmd="time",
-                        n=n,
-                        mode="cold",
-                        sets=list(TIMING_SETS),
-                        start=0,
-                    )
-                except WorkerDied as exc:
-                    self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
-                    timed.remove(lv)
 
     def _turns(
         self,

@@ -20,10 +20,6 @@ class TimingPolicy:
 
     warmup: int = 3  # untimed calls before the first turn, at most; fewer for slow calls
     warmup_s: float = 0.05  # ... enough of them to fill this
-    # untimed calls of each short-call implementation right before the first timed turn, in
-    # turn order, filling about lead_s: without them the implementation that takes the first
-    # turn meets a GPU (and timing core) just back from idle, and comes out slower
-    lead_s: float = 0.002
     batch: int = 5  # timed calls per turn (at least, odd); turns alternate between implementations
     turn_s: float = 0.005  # fast calls get longer turns, up to max_batch, to save round trips
     max_batch: int = 41
@@ -36,12 +32,6 @@ class TimingPolicy:
     def warmup_for(self, seconds_per_call: float) -> int:
         """Untimed calls before timing: one for a call of warmup_s or more, up to warmup."""
         return max(1, min(self.warmup, math.ceil(self.warmup_s / max(seconds_per_call, 1e-9))))
-
-    def lead_for(self, seconds_per_call: float) -> int:
-        """Untimed calls right before the first timed turn: enough to fill lead_s (0: none)."""
-        if self.lead_s <= 0:
-            return 0
-        return max(1, min(self.max_batch, math.ceil(self.lead_s / max(seconds_per_call, 1e-6))))
 
     def batch_for(self, seconds_per_call: float) -> int:
         """Calls per turn for an implementation whose calls (with the harness's per-call work)
