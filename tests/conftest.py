@@ -55,6 +55,11 @@ def vendor_headers() -> None:
     assert have_all(), "vendor headers still missing after scripts/vendor-headers.sh"
 
 
+#: What a device probe reports beyond name, bandwidth and GEMM rates: an H100's figures.
+DEVICE_EXTRAS = {"shared_per_sm": 233472, "shared_per_block": 232448, "registers_per_sm": 65536,
+                 "threads_per_sm": 2048, "launch_floor_us": 2.5}  # fmt: skip
+
+
 def fake_gpu_env(tmp_path: Path) -> dict[str, str]:
     """An environment in which cudamaster sees two fake GPUs: a stand-in nvidia-smi, cached
     device facts and a CPU stand-in for libcudart on which kernel launches do nothing."""
@@ -76,7 +81,8 @@ def fake_gpu_env(tmp_path: Path) -> dict[str, str]:
     cache.mkdir()
     facts = {"name": "Fake GPU", "uuid": "GPU-fake-0", "driver": "1.0", "nvcc": nvcc_version(),
              "compute_capability": "90", "sm_count": 4, "l2_bytes": 1 << 20, "memory_mib": 1024,
-             "copy_gbs": 100.0, "fp32_tflops": 1.0, "bf16_tflops": 2.0}  # fmt: skip
+             "copy_gbs": 100.0, "fp32_tflops": 1.0, "bf16_tflops": 2.0,
+             **DEVICE_EXTRAS}  # fmt: skip
     (cache / "device-GPU-fake-0.json").write_text(json.dumps(facts))
     (cache / "device-GPU-fake-1.json").write_text(json.dumps({**facts, "uuid": "GPU-fake-1"}))
     comparer = tmp_path / "compare_host.so"

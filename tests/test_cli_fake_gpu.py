@@ -79,8 +79,12 @@ def test_optimize_resume_and_results_commands_run_end_to_end(fake_gpu, tmp_path)
     manifest = json.loads((run / "run.json").read_text())
     assert manifest["model"].startswith("replay:") and manifest["options"]["rounds"] == 1
     assert "KEY" not in json.dumps(manifest).upper()
-    again = cli(fake_gpu, "resume", str(run))
+    again = cli(fake_gpu, "resume", str(run), "--max-tokens", "500", "--price", "1.5,6")
     assert again.returncode == 0 and "vector_add-fp32: failed" in again.stdout
+    manifest = json.loads((run / "run.json").read_text())
+    assert manifest["options"]["max_tokens"] == 500 and manifest["price"] == [1.5, 6.0]
+    bad = cli(fake_gpu, "resume", str(run), "--price", "cheap")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
     res = cli(fake_gpu, "results", str(run), "--json")
     assert res.returncode == 0, res.stderr[-2000:]
     rows = json.loads(res.stdout)

@@ -8,11 +8,12 @@ import itertools
 import os
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from cudamaster.bench import evaluate
+from cudamaster.bench import evaluate, protocol
 from cudamaster.bench.build import BuildResult
 from cudamaster.bench.evaluate import Evaluator, Impl
 from cudamaster.bench.timing import TimingPolicy
@@ -229,11 +230,11 @@ def test_no_input_preparation_runs_while_anything_is_timed(fake_cuda, tmp_path, 
     states: list[str] = []
     request = WorkerClient.request
 
-    def spy(self, timeout, **msg):
-        if msg.get("cmd") == "time":
+    def spy(self, timeout, req):
+        if isinstance(req, protocol.Time):
             stat = Path(f"/proc/{prep._proc.pid}/stat").read_text()
             states.append(stat.rsplit(")", 1)[1].split()[0])
-        return request(self, timeout, **msg)
+        return request(self, timeout, req)
 
     monkeypatch.setattr(WorkerClient, "request", spy)
     task = get_task("vector_add")
@@ -273,12 +274,12 @@ def test_with_cores_of_its_own_the_helper_prepares_beside_long_timed_calls_only(
     warming: list[bool] = []
     request, warm_up = WorkerClient.request, Evaluator._warm_up
 
-    def spy(self, timeout, **msg):
-        if msg.get("cmd") == "time" and msg.get("mode") == "cold":
+    def spy(self, timeout, req):
+        if isinstance(req, protocol.Time) and req.mode == "cold":
             stat = Path(f"/proc/{prep._proc.pid}/stat").read_text()
             state = stat.rsplit(")", 1)[1].split()[0]
             seen.append((_allowed(self.proc.pid), _allowed(prep._proc.pid), state, bool(warming)))
-        return request(self, timeout, **msg)
+        return request(self, timeout, req)
 
     def marked(self, *args, **kwargs):
         warming.append(True)
@@ -323,11 +324,11 @@ def test_the_helper_is_stopped_for_the_turns_of_short_calls_only(fake_cuda, tmp_
     seen: list[tuple[str, str]] = []
     request = WorkerClient.request
 
-    def spy(self, timeout, **msg):
-        if msg.get("cmd") == "time" and msg.get("mode") == "cold" and msg["n"] % 2 == 0:
+    def spy(self, timeout, req):
+        if isinstance(req, protocol.Time) and req.mode == "cold" and req.n % 2 == 0:
             stat = Path(f"/proc/{prep._proc.pid}/stat").read_text()
             seen.append((self.label, stat.rsplit(")", 1)[1].split()[0]))
-        return request(self, timeout, **msg)
+        return request(self, timeout, req)
 
     monkeypatch.setattr(WorkerClient, "request", spy)
     impls = [Impl("short", FAKE / "vector_add_cpu.c", trusted=True),
@@ -363,13 +364,13 @@ def _recording_worker(tmp_path: Path, n: int = 1000):
         a.tofile(tmp_path / f"set{s}" / "A.bin")
         b.tofile(tmp_path / f"set{s}" / "B.bin")
         sets.append(a + b)
-    args = [{"name": x, "role": r, "dtype": "f32", "nbytes": 4 * n}
-            for x, r in (("A", "input"), ("B", "input"), ("C", "output"))]  # fmt: skip
-    args.append({"name": "N", "role": "scalar", "dtype": "i32", "nbytes": 0})
+    args = tuple(protocol.ArgSpec(x, r, "f32", 4 * n)
+                 for x, r in (("A", "input"), ("B", "input"), ("C", "output")))  # fmt: skip
+    args += (protocol.ArgSpec("N", "scalar", "i32"),)
     worker = Worker()
-    worker.init()
-    assert worker.load(str(lib), "vector_add", args)["ok"]
-    worker.setup(str(tmp_path), 3, args, [[n]] * 3, outputs=str(tmp_path / "out"))
+    worker.init(protocol.Init())
+    assert worker.load(protocol.Load(str(lib), "vector_add", args)).ok
+    worker.setup(protocol.Setup(str(tmp_path), 3, args, ((n,),) * 3, str(tmp_path / "out")))
     seen = ctypes.CDLL(str(lib))  # the same loaded library: its record of the calls
     seen.buffer_of.restype = ctypes.c_void_p
 
@@ -389,13 +390,13 @@ def test_cold_timed_calls_rotate_over_placements_and_the_last_ones_output_is_sav
     from cudamaster.bench.worker import PLACEMENTS
 
     worker, buffers, sets = _recording_worker(tmp_path)
-    worker.run(0)
+    worker.run(protocol.Run(0))
     ((first_a, first_b, first_c),) = buffers(0)
-    reply = worker.time(n=3, mode="cold", sets=[0, 1], start=0)  # a warm-up, then 2 batches
+    reply = worker.time(protocol.Time(3, "cold", (0, 1)))  # a warm-up, then 2 batches
     for _ in range(2):
-        reply = worker.time(n=2 * PLACEMENTS + 2, mode="cold", sets=[0, 1], start=0)
+        reply = worker.time(protocol.Time(2 * PLACEMENTS + 2, "cold", (0, 1)))
     calls = buffers(1)
-    assert reply["placements"] == PLACEMENTS
+    assert reply.placements == PLACEMENTS
     # every placement in turn, each with the two sets' inputs, its own output buffer
     assert len({a for a, _, _ in calls}) == len({b for _, b, _ in calls}) == 2 * PLACEMENTS
     outputs = [c for _, _, c in calls]
@@ -403,11 +404,11 @@ def test_cold_timed_calls_rotate_over_placements_and_the_last_ones_output_is_sav
     counts = sorted(outputs.count(c) for c in set(outputs))
     assert counts[-1] - counts[0] <= 2, counts  # evenly, carried over from batch to batch
     assert (first_a, first_b) in {(a, b) for a, b, _ in calls[::2]}
-    slot = worker.save()["slot"]  # the last call was on set 1, at the placement it used
+    slot = worker.save(protocol.Save()).outputs.path  # the last call: set 1, at its placement
     saved = np.fromfile(slot, dtype=np.float32, count=len(sets[1]))
     assert np.array_equal(saved, sets[1])
     hot_from = len(buffers(0))
-    worker.time(n=4, mode="hot", sets=[0, 1], start=0)  # hot calls stay on the first buffers
+    worker.time(protocol.Time(4, "hot", (0, 1)))  # hot calls stay on the first buffers
     assert {c for _, _, c in buffers(hot_from)} == {first_c}
 
 
@@ -416,10 +417,10 @@ def test_placements_are_only_what_device_memory_allows(fake_cuda, tmp_path, monk
 
     monkeypatch.setattr(worker_module, "PLACEMENT_SHARE", 1e-9)
     worker, buffers, _ = _recording_worker(tmp_path)
-    reply = worker.time(n=8, mode="cold", sets=[0, 1], start=0)
-    assert reply["placements"] == 1
+    reply = worker.time(protocol.Time(8, "cold", (0, 1)))
+    assert reply.placements == 1
     assert len({c for _, _, c in buffers(0)}) == 1
-    worker.release()
+    worker.release(protocol.Release())
 
 
 def test_output_slots_take_turns_and_are_mapped_again_only_to_resize(
@@ -431,11 +432,19 @@ def test_output_slots_take_turns_and_are_mapped_again_only_to_resize(
 
     worker, _, sets = _recording_worker(tmp_path)  # case 0 set up
     args, scalars, out = worker.arg_specs, worker.scalars, str(tmp_path / "out")
+
+    def setup(nsets: int, args: tuple[protocol.ArgSpec, ...]) -> None:
+        worker.setup(protocol.Setup(str(tmp_path), nsets, args, scalars, out))
+
+    def run_and_save() -> tuple[str, str]:
+        checked = worker.run(protocol.Run(0)).outputs.path
+        return checked, worker.save(protocol.Save()).outputs.path
+
     used = []
     for case in range(5):
         if case:
-            worker.setup(str(tmp_path), 3, args, scalars, outputs=out)
-        used.append((worker.run(0)["slot"], worker.save()["slot"]))
+            setup(3, args)
+        used.append(run_and_save())
         if case == 1:  # every slot written once by now
             mapped = [slot.data for slot in worker.slots]
     # a case's first output never goes where the case before left outputs still being judged
@@ -445,20 +454,19 @@ def test_output_slots_take_turns_and_are_mapped_again_only_to_resize(
     # a bigger case: the slots it writes are made anew, as new files (the check slot at setup,
     # beside the other workers' setups; the timed slot when it is written), while a reader of
     # the old timed slot (the judge of the case before) still reads what it was given
-    worker.setup(str(tmp_path), 0, [{**a, "nbytes": 16 * a["nbytes"]} for a in args], scalars,
-                 outputs=out)  # fmt: skip
+    setup(0, tuple(replace(a, nbytes=16 * a.nbytes) for a in args))
     target = worker.timed_slot
     assert worker.slots[worker.check_slot].data.nbytes >= 16 * 4000
     assert worker.slots[target].data is mapped[target]
     reader = np.memmap(worker.slots[target].path, dtype=np.float32, mode="r", shape=(1000,))
     before = np.array(reader)
-    worker.save()
+    worker.save(protocol.Save())
     assert worker.slots[target].data.nbytes >= 16 * 4000
     assert np.array_equal(reader, before) and np.array_equal(before, sets[0])
     [other] = [i for i in range(worker_module.SLOTS) if i not in (target, worker.check_slot)]
     assert worker.slots[other].data is mapped[other]  # untouched until this case writes it
     monkeypatch.setattr(worker_module, "SHRINK_FROM", 0)  # a far smaller case: slots shrink
-    worker.setup(str(tmp_path), 0, [{**a, "nbytes": 4} for a in args], scalars, outputs=out)
-    worker.save()
+    setup(0, tuple(replace(a, nbytes=4) for a in args))
+    worker.save(protocol.Save())
     assert worker.slots[worker.timed_slot].data.nbytes == worker_module.SLOT_ALIGN
-    worker.release()
+    worker.release(protocol.Release())

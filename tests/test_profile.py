@@ -145,14 +145,28 @@ def test_a_real_ncu_csv_from_the_h200_parses_aggregates_and_summarizes():
     assert filtered.tokens < full.tokens
 
 
+def test_a_multi_kernel_profile_shows_each_kernel_with_its_share_of_the_time():
+    kernels = ncu.parse_csv(REAL_CSV.read_text())
+    text = render(ncu.aggregate(kernels), "filtered", classify.DEFAULT, kernels).text
+    lines = text.splitlines()
+    at = lines.index("Kernels: 2 launched; the longest 2:")
+    assert lines[at + 1].startswith("- rms_apply_kernel: 3.01 us (53%), memory-latency-bound, SM ")
+    assert lines[at + 2].startswith("- rms_sumsq_kernel: 2.62 us (47%), ")
+    assert "registers" in lines[at + 1] and "grid " in lines[at + 1]
+    single = render(kernels[0].values, "filtered", classify.DEFAULT, kernels[:1]).text
+    assert "Kernels:" not in single
+
+
 def _one_fake_gpu(monkeypatch) -> None:
     """device.targets answers with one fake GPU, "Fake GPU" (uuid GPU-f)."""
+    from conftest import DEVICE_EXTRAS
     from cudamaster import device
     from cudamaster.gpus import Gpu
 
     facts = device.DeviceFacts(name="Fake GPU", uuid="GPU-f", driver="1", nvcc="13",
                                compute_capability="90", sm_count=4, l2_bytes=1, memory_mib=1,
-                               copy_gbs=1.0, fp32_tflops=1.0, bf16_tflops=1.0)  # fmt: skip
+                               copy_gbs=1.0, fp32_tflops=1.0, bf16_tflops=1.0,
+                               **DEVICE_EXTRAS)  # fmt: skip
     monkeypatch.setattr(
         device, "targets", lambda spec: ([Gpu(0, "GPU-f", "Fake GPU")], {"GPU-f": facts})
     )

@@ -5,6 +5,7 @@ import json
 import pytest
 from rich.console import Console
 
+from conftest import DEVICE_EXTRAS
 from cudamaster.bench.evaluate import CaseResult, EvalReport, ImplResult
 from cudamaster.bench.timing import TimingStats
 from cudamaster.cli import _bench_row
@@ -24,6 +25,7 @@ DEVICE = DeviceFacts(
     copy_gbs=4000.0,
     fp32_tflops=50.0,
     bf16_tflops=800.0,
+    **DEVICE_EXTRAS,
 )
 
 

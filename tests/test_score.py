@@ -3,6 +3,7 @@ import math
 import pytest
 
 from cudamaster.bench.score import (
+    Scored,
     geometric_mean,
     speed_of_light_ms,
     success_table,
@@ -37,9 +38,19 @@ def test_geomean_and_speed_of_light():
 
 
 def test_success_table_is_cumulative():
-    rows = success_table([None, 0.9, 1.5, 3.0, 9.0])
+    rows = success_table([None, *(Scored(p, 0.02) for p in (0.9, 1.5, 3.0, 9.0))])
     assert [(r.tau, r.solved) for r in rows] == [(0, 4), (1, 3), (2, 2), (4, 1), (8, 1)]
     assert rows[0].rate == pytest.approx(0.8)
+
+
+def test_tau_1_counts_only_kernels_faster_than_the_baseline_beyond_the_noise():
+    resubmitted_baseline = Scored(1.00, 0.03)
+    within_noise = Scored(1.02, 0.03)
+    clearly_faster = Scored(1.10, 0.03)
+    rows = success_table([resubmitted_baseline, within_noise, clearly_faster])
+    assert {r.tau: r.solved for r in rows}[1] == 1
+    assert {r.tau: r.solved for r in rows}[0] == 3
+    assert not Scored(2.01, 0.05).solves(2) and Scored(2.1, 0.05).solves(2)
 
 
 def test_every_task_complexity_fits_int64_and_is_positive():

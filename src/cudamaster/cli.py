@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, cast
 
 import typer
 from rich.console import Console
@@ -84,7 +84,7 @@ def tasks_cmd(
     from .tasks import discover
 
     tasks = discover()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for t in tasks.values():
         dtypes = [v for v in ("fp32", "bf16") if t.source("baseline", v)]
         libs = [v for v in ("fp32", "bf16") if t.source("library", v)]
@@ -169,7 +169,12 @@ def device_cmd(
         ("copy bandwidth (cold D2D, read+write)", f"{f.copy_gbs:.0f} GB/s"),
         ("FP32 GEMM (cuBLAS SGEMM 8192³)", f"{f.fp32_tflops:.1f} TFLOP/s"),
         ("BF16 GEMM (cuBLAS GemmEx 8192³)", f"{f.bf16_tflops:.1f} TFLOP/s"),
-    ]
+        ("shared memory per SM / per block", f"{f.shared_per_sm // 1024} / "
+         f"{f.shared_per_block // 1024} KiB"),
+        ("registers / threads per SM", f"{f.registers_per_sm} / {f.threads_per_sm}"),
+        ("launch + synchronize floor (empty kernel, timed as a call)",
+         f"{f.launch_floor_us:.2f} us"),
+    ]  # fmt: skip
     for k, v in rows:
         table.add_row(k, v)
     console.print(table)
@@ -446,8 +451,9 @@ def profile_cmd(
         s = rep.summaries[summary]
         console.print(s.text, highlight=False)
         kernels = len(rep.result.kernels)
-        console.print(f"[{summary} summary: {s.tokens} tokens; {kernels} kernel(s); "
-                      f"{rep.result.wall_s:.1f} s; report {rep.result.report}]")  # fmt: skip
+        console.print(f"({summary} summary: {s.tokens} tokens; {kernels} kernel(s); "
+                      f"{rep.result.wall_s:.1f} s; report {rep.result.report}; "
+                      f"case {rep.case}: {rep.label})", markup=False, highlight=False)  # fmt: skip
     if not rep.result.ok:
         raise typer.Exit(1)
 
@@ -533,18 +539,20 @@ def _calibrate(
         per = classes.setdefault(r.variant, {})
         per[cls] = per.get(cls, 0) + 1
         for mode in tokens:
-            n = render(r.result.aggregate, mode, th).tokens
+            n = render(r.result.aggregate, mode, th, r.result.kernels).tokens
             if n is not None:
                 tokens[mode].append(n)
     mean = {m: sum(v) / len(v) if v else None for m, v in tokens.items()}
     walls = [r.result.wall_s for r in reports]
     gpu = model or next((d.name for d in devices.values()), None)
-    data = {"gpu": gpu, "thresholds": asdict(th), "saved": saved, "classes": classes,
-            "mean_tokens": mean,
-            "missing": [f"{r.task} {r.variant}: {r.result.error}" for r in reports
-                        if not r.result.ok],
-            "mean_wall_s": sum(walls) / len(walls) if walls else None,
-            "placements": placements, "profiles": [asdict(r) for r in reports]}  # fmt: skip
+    data: dict[str, Any] = {
+        "gpu": gpu, "thresholds": asdict(th), "saved": saved, "classes": classes,
+        "mean_tokens": mean,
+        "missing": [f"{r.task} {r.variant}: {r.result.error}" for r in reports
+                    if not r.result.ok],
+        "mean_wall_s": sum(walls) / len(walls) if walls else None,
+        "placements": placements, "profiles": [asdict(r) for r in reports],
+    }  # fmt: skip
     if out:
         write_json(data, out / "calibration.json")
     fewer = (
@@ -578,14 +586,31 @@ def optimize_cmd(
     profile: Annotated[
         str, typer.Option(help="Profile given to the planner: filtered, full, none.")
     ] = "filtered",
+    flags: Annotated[
+        str,
+        typer.Option(
+            help="nvcc flags: 'measure' (flag variants screened on the GPU, the fastest correct "
+            "kept) or 'agent' (the compiler agent chooses, as in the paper)."
+        ),
+    ] = "measure",
     suite: Annotated[Suite, typer.Option(help="Suite the candidates are scored on.")] = Suite.paper,
     max_cost: Annotated[
         float | None, typer.Option(help="Stop when the run has cost this many USD.")
     ] = None,
     max_tokens: Annotated[int | None, typer.Option(help="Stop after this many tokens.")] = None,
+    price: Annotated[
+        str | None,
+        typer.Option(
+            help="IN,OUT: USD per million input and output tokens, for a model the "
+            "price table does not know (needed with --max-cost)."
+        ),
+    ] = None,
     concurrency: Annotated[int, typer.Option(help="Tasks whose LLM calls run at once.")] = 4,
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature.")] = None,
     reasoning_effort: Annotated[str | None, typer.Option(help="low, medium or high.")] = None,
+    max_output: Annotated[
+        int, typer.Option(help="Output tokens per answer (reasoning models get at least 32K).")
+    ] = 16384,
     sol_target: Annotated[
         float | None, typer.Option(help="Stop a task at this fraction of the speed of light.")
     ] = None,
@@ -593,25 +618,31 @@ def optimize_cmd(
         str | None, typer.Option(help="GPUs for the evaluations: 'all' or indices like 0,2.")
     ] = None,
 ) -> None:
-    """Optimize operators with an LLM: R rounds of plan, code, compile, debug, evaluate, profile."""
+    """Optimize operators with an LLM: R rounds of plan, code, build, debug, evaluate, profile."""
     from .agents import runner
-    from .agents.loop import LoopOptions
+    from .agents.loop import FlagMode, LoopOptions
     from .llm.base import Options
+    from .llm.prices import parse_price
 
     if profile not in ("filtered", "full", "none"):
         raise UserError("--profile must be filtered, full or none")
+    if flags not in ("measure", "agent"):
+        raise UserError("--flags must be measure or agent")
     if reasoning_effort not in (None, "low", "medium", "high"):
         raise UserError("--reasoning-effort must be low, medium or high")
     if suite == Suite.both:
         raise UserError("optimize scores on one --suite")
-    llm = Options(temperature=temperature, reasoning_effort=reasoning_effort)
-    opts = LoopOptions(rounds=rounds, debug_attempts=debug, profile=profile, sol_target=sol_target,
+    llm = Options(temperature=temperature, reasoning_effort=reasoning_effort,
+                  max_output_tokens=max_output)  # fmt: skip
+    opts = LoopOptions(rounds=rounds, debug_attempts=debug, profile=profile,
+                       flags=cast(FlagMode, flags), sol_target=sol_target,
                        max_cost_usd=max_cost, max_tokens=max_tokens, llm=llm)  # fmt: skip
     run = run or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
     names = [o.strip() for o in ops.split(",") if o.strip()]
     with _task_progress(len(names) * len(_variants(dtype))) as done:
         states = runner.start(run, names, _variants(dtype), model, base_url, suite.value, opts,
-                              concurrency, progress=done, gpus=gpus)  # fmt: skip
+                              concurrency, progress=done, gpus=gpus,
+                              price=parse_price(price) if price else None)  # fmt: skip
     _print_states(states, run)
 
 
@@ -629,14 +660,29 @@ def _task_progress(total: int):
 
 
 @app.command("resume")
-def resume_cmd(run: Annotated[Path, typer.Argument(help="The run directory.")]) -> None:
-    """Continue a run that stopped (killed, waiting for an exchange answer, out of budget)."""
+def resume_cmd(
+    run: Annotated[Path, typer.Argument(help="The run directory.")],
+    max_cost: Annotated[
+        float | None, typer.Option(help="A new cost budget for the whole run, in USD.")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(help="A new token budget for the whole run.")
+    ] = None,
+    price: Annotated[
+        str | None, typer.Option(help="IN,OUT: USD per million input and output tokens.")
+    ] = None,
+) -> None:
+    """Continue a run that stopped (killed, waiting for an exchange answer, out of budget),
+    optionally with new budgets."""
     from .agents import runner
     from .agents.rundir import RunDir
+    from .llm.prices import parse_price
 
     rd = RunDir(run)
     if not rd.manifest.exists():
         raise UserError(f"{run} is not a run directory (no run.json)")
+    if max_cost is not None or max_tokens is not None or price is not None:
+        runner.change_budgets(rd, max_cost, max_tokens, parse_price(price) if price else None)
     with _task_progress(len(rd.read_manifest()["tasks"])) as done:
         states = runner.execute(rd, done)
     _print_states(states, run)
@@ -645,7 +691,8 @@ def resume_cmd(run: Annotated[Path, typer.Argument(help="The run directory.")]) 
 def _print_states(states: dict, run: Path) -> None:
     for name, st in states.items():
         extra = f": {st.detail}" if st.detail else ""
-        console.print(f"{name}: {st.status}, best {st.best.get('label', '-')}{extra}")
+        best = st.best.label if st.best else "-"
+        console.print(f"{name}: {st.status}, best {best}{extra}")
     console.print(f"run directory: {run} (`cudamaster results {run}`)")
 
 
@@ -654,8 +701,8 @@ def results_cmd(
     runs: Annotated[list[Path], typer.Argument(help="Run directories.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Per task: best score, speedups, speed of light, tokens, cost, class before/after; and
-    the cumulative success table at tau = 0, 1, 2, 4, 8."""
+    """Per task: best score with its noise, speedups, speed of light, tokens, cost, class
+    before/after; and the cumulative success table at tau = 0, 1, 2, 4, 8."""
     from .agents import runner
 
     rows = [r for run in runs for r in runner.results(run)]
@@ -667,11 +714,12 @@ def results_cmd(
                 "class before -> after"):  # fmt: skip
         table.add_column(col)
     for r in rows:
-        table.add_row(r.task, r.status, r.best, _num(r.score), _num(r.geomean),
+        p = _num(r.score) + (f" ± {r.noise:.2g}" if r.noise is not None else "")
+        table.add_row(r.task, r.status, r.best, p, _num(r.geomean),
                       _pct(r.sol), _pct(r.baseline_sol), str(r.tokens), f"{r.cost_usd:.2f}",
                       f"{r.class_before or '-'} -> {r.class_after or '-'}")  # fmt: skip
     console.print(table)
-    succ = Table(title="cumulative success (a correct LLM kernel with P >= tau)")
+    succ = Table(title="cumulative success (a correct LLM kernel; tau > 0: P - noise > tau)")
     for col in ("tau", "solved", "rate"):
         succ.add_column(col)
     for row in runner.success(rows):

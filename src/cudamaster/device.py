@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from .bench.build import build, cache_dir, nvcc_version
@@ -35,6 +35,13 @@ class DeviceFacts:
     copy_gbs: float  # measured: bytes read + written per second, device-to-device
     fp32_tflops: float  # measured: cuBLAS SGEMM 8192^3
     bf16_tflops: float  # measured: cuBLAS GemmEx BF16 in, FP32 accumulate, 8192^3
+    shared_per_sm: int  # bytes of shared memory per SM
+    shared_per_block: int  # bytes of shared memory one block may opt in to
+    registers_per_sm: int  # 32-bit registers per SM
+    threads_per_sm: int  # resident threads per SM, at most
+    # measured: an empty kernel's launch and device synchronize, timed as the harness times a
+    # call (events around the call and the synchronize): no implementation can be faster
+    launch_floor_us: float
 
     @property
     def arch(self) -> str:
@@ -60,16 +67,31 @@ def detect_arch() -> str:
 
 _PROBE = r"""
 import ctypes, json, sys
-from cudamaster.bench.cudart import CudaRuntime, ATTR_SM_COUNT, ATTR_L2_BYTES
-rt = CudaRuntime(); rt.set_device(0)
+import statistics
+from cudamaster.bench import cudart as cu
+rt = cu.CudaRuntime(); rt.set_device(0)
 lib = ctypes.CDLL(sys.argv[1])
 bw, g32, g16 = ctypes.c_double(), ctypes.c_double(), ctypes.c_double()
 codes = [lib.cm_copy_bandwidth(ctypes.c_size_t(1 << 30), 20, ctypes.byref(bw)),
          lib.cm_gemm_rate(0, 8192, 10, ctypes.byref(g32)),
          lib.cm_gemm_rate(1, 8192, 20, ctypes.byref(g16))]
+e0, e1 = rt.event(), rt.event()
+launch, times = lib.cm_empty_launch, []
+for i in range(550):  # as bench.worker times a call: events around the call and a synchronize
+    rt.synchronize()
+    rt.lib.cudaEventRecord(e0, None); launch(); rt.lib.cudaDeviceSynchronize()
+    rt.lib.cudaEventRecord(e1, None)
+    if i >= 50:
+        times.append(rt.elapsed_ms(e0, e1))
+rt.last_error()
+a = rt.attribute
 print(json.dumps({"codes": codes, "copy_gbs": bw.value, "fp32_tflops": g32.value,
-                  "bf16_tflops": g16.value, "sm_count": rt.attribute(ATTR_SM_COUNT),
-                  "l2_bytes": rt.attribute(ATTR_L2_BYTES)}))
+                  "bf16_tflops": g16.value, "sm_count": a(cu.ATTR_SM_COUNT),
+                  "l2_bytes": a(cu.ATTR_L2_BYTES), "shared_per_sm": a(cu.ATTR_SHARED_PER_SM),
+                  "shared_per_block": a(cu.ATTR_SHARED_PER_BLOCK_OPTIN),
+                  "registers_per_sm": a(cu.ATTR_REGISTERS_PER_SM),
+                  "threads_per_sm": a(cu.ATTR_MAX_THREADS_PER_SM),
+                  "launch_floor_us": 1e3 * statistics.median(times)}))
 """
 
 
@@ -98,8 +120,9 @@ def facts(refresh: bool = False, gpu: Gpu | None = None) -> DeviceFacts:
     path = cache_dir() / f"device-{smi['uuid']}.json"
     if path.exists() and not refresh:
         data = json.loads(path.read_text())
-        if data.get("nvcc") == nvcc_version():
-            return DeviceFacts(**data)
+        known = {f.name for f in fields(DeviceFacts)}
+        if data.get("nvcc") == nvcc_version() and known <= data.keys():
+            return DeviceFacts(**{k: v for k, v in data.items() if k in known})
     log.info("measuring %s (copy bandwidth, GEMM rates)", smi["name"])
     with pin(gpu):  # the probe runs on that GPU alone
         measured = _measure(f"sm_{smi['cc']}")

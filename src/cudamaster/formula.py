@@ -9,11 +9,11 @@ from __future__ import annotations
 import ast
 import math
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .errors import UserError
 
-_BINOPS = {
+_BINOPS: dict[type[ast.operator], Callable[[float | int, float | int], float | int]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
@@ -22,7 +22,7 @@ _BINOPS = {
     ast.Mod: operator.mod,
     ast.Pow: operator.pow,
 }
-_FUNCS = {
+_FUNCS: dict[str, Callable[..., float | int]] = {
     "log2": lambda x: math.log2(x),
     "ilog2": lambda x: int(x).bit_length() - 1,
     "floor": math.floor,

@@ -17,7 +17,7 @@ import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 from .errors import UserError
 
@@ -115,7 +115,7 @@ class GpuLost(Exception):
     job is run again on another GPU and this one is given no more work."""
 
 
-class GpuPool(Generic[J, R]):
+class GpuPool:
     """One job at a time per GPU, every GPU busy while jobs remain."""
 
     def __init__(self, gpus: list[Gpu], retries: int = 2) -> None:

@@ -15,7 +15,7 @@ import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 from .errors import UserError
 from .gpus import GpuLost
@@ -77,7 +77,7 @@ def _placed(work: Callable[[J], R], job: J) -> tuple[Placement, R]:
     return here, work(job)
 
 
-class RayPool(Generic[J, R]):
+class RayPool:
     """Run work(job) for every job as a Ray task needing ``gpus`` GPUs (one by default)."""
 
     def __init__(self, address: str, retries: int = 3, gpus: float = 1.0) -> None:

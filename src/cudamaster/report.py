@@ -40,12 +40,17 @@ class ImplScore:
     cases: list[CaseScore]
 
 
+def work(task: Task, params: dict[str, Any], variant: str) -> tuple[float, float]:
+    """(compulsory bytes, FLOPs) of one case, from the task's formulas."""
+    names = task.names(params, variant)
+    nbytes = formula.evaluate(task.spec.metrics.bytes, names)
+    return float(nbytes), float(formula.evaluate(task.spec.metrics.flops, names))
+
+
 def sol_ms(task: Task, case: CaseResult, variant: str, device: DeviceFacts | None) -> float | None:
     if device is None:
         return None
-    names = task.names(case.params, variant)
-    nbytes = formula.evaluate(task.spec.metrics.bytes, names)
-    flops = formula.evaluate(task.spec.metrics.flops, names)
+    nbytes, flops = work(task, case.params, variant)
     peak = device.peak_gflops(task.spec.metrics.peak)
     return speed_of_light_ms(nbytes, flops, device.copy_gbs, peak)
 

@@ -23,7 +23,6 @@ def fenced(path: Path) -> str:
 
 def transcript(path: Path) -> None:
     e2e = FIX / "e2e"
-    flags = '{"flags": ["-O3"], "reason": "plain build"}'
     replies = {
         "vector_add-fp32": {"coder": fenced(FIX / "good" / "vector_add_grid.cu")},
         "RELU-fp32": {"coder": fenced(e2e / "relu_broken.cu"),
@@ -34,7 +33,7 @@ def transcript(path: Path) -> None:
     with path.open("w") as f:
         for task, steps in replies.items():
             steps = {"planner": "Diagnosis: one block does all the work.\n1. Use the whole grid.",
-                     "compiler": flags, **steps}  # fmt: skip
+                     **steps}  # fmt: skip
             for step, text in steps.items():
                 f.write(json.dumps({"key": f"{task}/round1/{step}", "text": text}) + "\n")
 
@@ -56,13 +55,22 @@ def test_optimizer_end_to_end_with_a_replayed_transcript(record):
     assert res.returncode == 0, res.stderr[-2000:]
     rows = {r["task"]: r for r in json.loads(res.stdout)["tasks"]}
     table = cli("results", str(run)).stdout
-    planner = (run / "softmax-fp32" / "steps" / "round1__planner.md").read_text()
     from cudamaster.profile.summary import count_tokens
 
+    steps = run / "softmax-fp32" / "steps"
+    prompts = {
+        name: json.loads((steps / f"round1__{name}.json").read_text())["prompt"][-1]["content"]
+        for name in ("planner", "coder", "debug1")
+    }
+    evals = {p.name: json.loads(p.read_text()) for t in rows for p in (run / t / "evals").glob("*")}
     record("optimizer-e2e", {"rows": rows, "table": table,
-                             "planner_prompt_tokens": count_tokens(planner)})  # fmt: skip
+                             "prompt_tokens": {k: count_tokens(v) for k, v in prompts.items()},
+                             "flag_trials": {k: v["trials"] for k, v in evals.items()},
+                             "sanitizer": {k: v["sanitizer"] for k, v in evals.items()
+                                           if v["sanitizer"]}})  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
-    (out / "planner-prompt-softmax.md").write_text(planner)
+    for name, text in prompts.items():
+        (out / f"prompt-softmax-{name}.md").write_text(text)
     (out / "run-layout.txt").write_text(
         "\n".join(str(p.relative_to(run)) for p in sorted(run.rglob("*")))
     )
@@ -72,5 +80,9 @@ def test_optimizer_end_to_end_with_a_replayed_transcript(record):
     steps = {t: sorted(p.stem for p in (run / t / "steps").glob("*.json")) for t in rows}
     assert "round1__debug1" in steps["RELU-fp32"] and "round1__debug1" in steps["softmax-fp32"]
     assert "round1__debug1" not in steps["vector_add-fp32"]
-    assert "Bottleneck:" in planner
+    planner, debugger = prompts["planner"], prompts["debug1"]
+    assert "Bottleneck:" in planner and "Nsight Compute on case" in planner
+    assert "launch + synchronize floor" in planner and "% of P" in planner
+    assert "expected" in debugger and "compute-sanitizer --tool racecheck" in debugger
+    assert "The baseline (slow but correct" in debugger
     shutil.rmtree(work, ignore_errors=True)

@@ -77,3 +77,17 @@ def test_compute_sanitizer_reports_an_illegal_write(arch, record):
     report = sanitize(task, "fp32", Impl("candidate", WRONG / "illegal_address.cu"), arch)
     record("sanitizer", {"report": report[-1500:]})
     assert "Invalid __global__ write" in report or "out of bounds" in report, report[-1500:]
+
+
+@pytest.mark.parametrize("op", ["vector_add", "softmax", "rms_norm"])
+def test_the_profile_command_on_a_baseline(op, record):
+    # rms_norm's baseline launches two kernels: each is shown with its share of the time
+    baseline = Path(__file__).resolve().parents[2] / "tasks" / op / "baseline.cu"
+    proc = subprocess.run([sys.executable, "-m", "cudamaster.cli", "profile", op, str(baseline)],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    record(f"profile-cli-{op}", {"returncode": proc.returncode, "stdout": proc.stdout,
+                                 "stderr": proc.stderr[-2000:]})  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    assert "Bottleneck: " in proc.stdout and "tokens;" in proc.stdout
+    if op == "rms_norm":
+        assert "Kernels: 2 launched" in proc.stdout

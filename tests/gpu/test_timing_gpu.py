@@ -3,11 +3,13 @@
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from cudamaster.bench import protocol
 from cudamaster.bench.build import build
 from cudamaster.bench.client import WorkerClient, worker_env
 from cudamaster.bench.evaluate import Evaluator, Impl
@@ -42,22 +44,15 @@ def test_baseline_against_itself_gives_speedups_near_one(op, suite, arch, record
 def _time_through_worker(label: str, lib: Path, case_dir: Path, ev: Evaluator, sets) -> dict:
     w = WorkerClient(label)
     try:
-        w.request(60, cmd="init", device=0)
-        assert w.request(60, cmd="load", library=str(lib), symbol="vector_add", args=ev.arg_specs)[
-            "ok"
-        ]
-        specs = [{**a, "nbytes": sets[0].nbytes.get(a["name"], 0)} for a in ev.arg_specs]
+        w.request(60, protocol.Init(device=0))
+        assert w.request(60, protocol.Load(str(lib), "vector_add", ev.arg_specs)).ok
+        specs = tuple(replace(a, nbytes=sets[0].nbytes.get(a.name, 0)) for a in ev.arg_specs)
+        scalars = tuple(tuple(s.call_scalars) for s in sets)
         w.request(
-            60,
-            cmd="setup",
-            dir=str(case_dir),
-            nsets=2,
-            args=specs,
-            scalars=[s.call_scalars for s in sets],
-            outputs=str(case_dir / f"out-{label}"),
+            60, protocol.Setup(str(case_dir), 2, specs, scalars, str(case_dir / f"out-{label}"))
         )
-        cold = w.request(120, cmd="time", n=300, mode="cold", sets=[0, 1], start=0)["times_ms"]
-        hot = w.request(120, cmd="time", n=300, mode="hot", sets=[0, 1], start=0)["times_ms"]
+        cold = w.request(120, protocol.Time(300, "cold", (0, 1))).times_ms
+        hot = w.request(120, protocol.Time(300, "hot", (0, 1))).times_ms
     finally:
         w.close()
     return {

@@ -1,45 +1,45 @@
-"""The optimization loop for one (operator, dtype): plan, code, compile, debug, evaluate,
-profile, for R rounds, keeping the best correct and faster implementation by the score.
+"""The optimization loop for one (operator, dtype): plan, code, build, debug, evaluate,
+profile, for R rounds, keeping the best correct implementation that is faster beyond the
+measurement's noise.
 
 GPU work comes in through two callables (evaluate, profile), so the loop's control flow is
-tested on the CPU with a scripted model; agents/gpu.py supplies the real ones.
+tested on the CPU with a scripted model; agents/gpu.py supplies the real ones. Every answer is
+kept in the run directory under its step key once it is whole (a truncated answer never is),
+so a resumed run replays them and asks nothing twice.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, Protocol
 
-from ..llm.base import AnswerPending, Message, Options, Provider, ProviderError
+from ..device import DeviceFacts
+from ..llm.base import AnswerPending, Message, Options, Provider, ProviderError, Usage
+from ..llm.complete import complete
+from ..profile.summary import count_tokens
 from ..tasks import Task
+from . import brief as facts
 from . import templates
-from .parse import ALLOWED_FLAGS, extract_code, parse_flags
+from .budget import Budget, BudgetExceeded, Cost
+from .gpu import ProfileView
+from .history import Candidate, candidate
+from .outcome import Outcome
+from .parse import debugger_flags, extract_code, parse_flags, plan_items, resend_request
 from .rundir import RunDir, code_hash
 
 log = logging.getLogger(__name__)
 
-
-@dataclass
-class Outcome:
-    """What the evaluator said about one candidate."""
-
-    verdict: str  # ok | compile_error | wrong | crash | timeout | forbidden | ...
-    detail: str = ""
-    score: float | None = None  # P = sum(T*S)/sum(T) against the baseline
-    geomean: float | None = None
-    sol: float | None = None  # fraction of the speed of light on the largest case
-    summary: str = ""  # per-case table for the planner
-    resources: str = ""  # ptxas registers, spills, shared memory
-
-    @property
-    def ok(self) -> bool:
-        return self.verdict == "ok"
+FlagMode = Literal["measure", "agent"]
 
 
-Evaluate = Callable[[str, tuple[str, ...], str], Outcome]  # (source, flags, name)
-Profile = Callable[[str, tuple[str, ...], str, str], str | None]  # (source, flags, name, mode)
+class Evaluate(Protocol):
+    def __call__(self, source: str, flags: tuple[str, ...], name: str, screen: bool) -> Outcome: ...
+
+
+class Profile(Protocol):
+    def __call__(self, source: str, flags: tuple[str, ...], name: str, mode: str,
+                 case: int) -> ProfileView: ...  # fmt: skip
 
 
 @dataclass
@@ -47,14 +47,26 @@ class LoopOptions:
     rounds: int = 3
     debug_attempts: int = 3
     profile: str = "filtered"  # filtered | full | none
+    flags: FlagMode = "measure"  # measure: screened on the GPU; agent: the compiler agent's
     sol_target: float | None = None  # stop early once the best reaches this fraction
     max_cost_usd: float | None = None
     max_tokens: int | None = None
     llm: Options = field(default_factory=Options)
 
 
-class BudgetExceeded(Exception):
-    pass
+@dataclass
+class Version:
+    """An implementation the loop holds: the baseline, or a kept candidate."""
+
+    label: str
+    source: str
+    flags: list[str]
+    outcome: Outcome
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Version:
+        return cls(data["label"], data["source"], list(data["flags"]),
+                   Outcome.from_dict(data["outcome"]))  # fmt: skip
 
 
 @dataclass
@@ -62,85 +74,111 @@ class TaskState:
     status: str = "running"  # running | done | waiting | stopped | failed
     detail: str = ""
     round: int = 0
-    best: dict[str, Any] = field(default_factory=dict)
-    baseline: dict[str, Any] = field(default_factory=dict)
-    history: list[dict[str, Any]] = field(default_factory=list)
-    best_candidate_score: float | None = None  # the best correct LLM-written kernel's score
+    baseline: Version | None = None
+    best: Version | None = None
+    history: list[Candidate] = field(default_factory=list)
+    best_candidate: dict[str, float | None] | None = None  # the best correct LLM kernel's P
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TaskState:
+        data = dict(data)
+        for key in ("baseline", "best"):
+            data[key] = Version.from_dict(data[key]) if data.get(key) else None
+        data["history"] = [Candidate.from_dict(c) for c in data.get("history", [])]
+        return cls(**data)
 
 
 class Optimizer:
     def __init__(self, task: Task, variant: str, provider: Provider, run: RunDir,
-                 evaluate: Evaluate, profile: Profile, device: dict[str, Any],
-                 options: LoopOptions) -> None:  # fmt: skip
+                 evaluate: Evaluate, profile: Profile, device: DeviceFacts, options: LoopOptions,
+                 suite: str = "paper", budget: Budget | None = None) -> None:  # fmt: skip
         self.task, self.variant, self.provider, self.run = task, variant, provider, run
         self.evaluate_fn, self.profile_fn = evaluate, profile
-        self.device, self.options = device, options
+        self.device, self.options, self.suite = device, options, suite
         self.dir = run.task_dir(task.name, variant)
-        self.signature = _signature(task, variant)
+        self.brief = facts.Brief.of(task, variant, suite, device)
+        self.budget = budget or Budget(options.max_cost_usd, options.max_tokens,
+                                       Cost(*run.spent()))  # fmt: skip
 
     # -- memoized pieces --------------------------------------------------------------------
-    def _ask(self, key: str, agent: str, **context: Any) -> str:
+    def _converse(self, key: str, messages: list[Message]) -> str:
+        """The answer to ``messages``, asked once: replayed from the run directory after."""
         done = self.run.step(self.dir, key)
         if done is not None:
-            return done["text"]
-        self._check_budget()
-        prompt = [Message("user", templates.render(agent, **context))]
-        completion = self.provider.complete(prompt, self.options.llm, key=f"{self.dir.name}/{key}")
-        self.run.record_step(self.dir, key, [m.__dict__ for m in prompt], completion,
-                             self.provider.label)  # fmt: skip
+            return str(done["text"])
+        cap = self.provider.output_cap(self.options.llm)
+        prompt_tokens = sum(count_tokens(m.content) or len(m.content) // 3 for m in messages)
+        worst = Cost(self.provider.cost(Usage(prompt_tokens, cap)) or 0.0, prompt_tokens + cap)
+        with self.budget.call(worst):
+            completion = complete(self.provider, messages, self.options.llm,
+                                  key=f"{self.dir.name}/{key}")  # fmt: skip
+            self.run.record_step(self.dir, key, [m.__dict__ for m in messages], completion,
+                                 self.provider.label)  # fmt: skip
+            u = completion.usage
+            self.budget.spend(Cost(completion.cost_usd or 0.0, u.input_tokens + u.output_tokens))
         return completion.text
 
-    def _check_budget(self) -> None:
-        cost, tokens = self.run.spent()
-        o = self.options
-        if o.max_cost_usd is not None and cost >= o.max_cost_usd:
-            raise BudgetExceeded(f"cost budget reached: ${cost:.2f} of ${o.max_cost_usd:.2f}")
-        if o.max_tokens is not None and tokens >= o.max_tokens:
-            raise BudgetExceeded(f"token budget reached: {tokens} of {o.max_tokens}")
+    def _ask(self, key: str, agent: str, **context: Any) -> tuple[str, list[Message]]:
+        prompt = [Message("user", templates.render(agent, brief=self.brief, **context))]
+        return self._converse(key, prompt), prompt
+
+    def _code(self, key: str, answer: str, prompt: list[Message]) -> str | None:
+        """The file in ``answer``; failing that, once, the answer to "send the whole file"."""
+        symbol = self.task.symbol(self.variant)
+        code = extract_code(answer, symbol)
+        if code is not None:
+            return code
+        again = [*prompt, Message("assistant", answer),
+                 Message("user", resend_request(symbol, self.brief.signature))]  # fmt: skip
+        return extract_code(self._converse(f"{key}/resend", again), symbol)
 
     def _evaluate(self, source: str, flags: tuple[str, ...], name: str) -> Outcome:
-        digest = code_hash(source, flags)
+        screen = self.options.flags == "measure" and name != "baseline"
+        digest = code_hash(source, flags) + ("-screened" if screen else "")
         saved = self.run.load_json(self.dir, f"evals/{digest}.json")
         if saved is not None:
-            return Outcome(**saved)
+            return Outcome.from_dict(saved)
         self.run.save_code(self.dir, name, source)
-        outcome = self.evaluate_fn(source, flags, name)
-        self.run.save_json(self.dir, f"evals/{digest}.json", asdict(outcome))
+        outcome = self.evaluate_fn(source, flags, name, screen)
+        self.run.save_json(self.dir, f"evals/{digest}.json", outcome.to_dict())
         return outcome
 
-    def _profile(self, source: str, flags: tuple[str, ...], name: str) -> str | None:
+    def _profile(self, version: Version) -> ProfileView | None:
         mode = self.options.profile
-        if mode == "none":
+        if mode == "none" or not version.outcome.cases:
             return None
-        digest = code_hash(source, flags)
+        case = max(version.outcome.cases, key=lambda c: c.weight).index
+        digest = code_hash(version.source, tuple(version.flags))
         saved = self.run.load_json(self.dir, f"profiles/{digest}-{mode}.json")
         if saved is not None:
-            return saved["text"]
-        text = self.profile_fn(source, flags, name, mode)
-        self.run.save_json(self.dir, f"profiles/{digest}-{mode}.json", {"text": text})
-        return text
+            return ProfileView(**saved)
+        view = self.profile_fn(version.source, tuple(version.flags), version.label, mode, case)
+        self.run.save_json(self.dir, f"profiles/{digest}-{mode}.json", asdict(view))
+        return view
+
+    def _save(self, state: TaskState) -> None:
+        self.run.save_json(self.dir, "state.json", asdict(state))
 
     # -- the loop ---------------------------------------------------------------------------
     def run_task(self) -> TaskState:
         saved = self.run.load_json(self.dir, "state.json")
-        state = TaskState(**saved) if saved else TaskState()
+        state = TaskState.from_dict(saved) if saved else TaskState()
         if state.status == "done":
             return state
         try:
             self._loop(state)
-            state.status = "done"
-            state.detail = ""
+            state.status, state.detail = "done", ""
         except AnswerPending as exc:
             state.status, state.detail = "waiting", str(exc)
         except BudgetExceeded as exc:
             state.status, state.detail = "stopped", str(exc)
         except ProviderError as exc:
             state.status, state.detail = "failed", str(exc)
-        self.run.save_json(self.dir, "state.json", asdict(state))
+        self._save(state)
         return state
 
     def _loop(self, state: TaskState) -> None:
-        if not state.baseline:
+        if state.baseline is None:
             src = self.task.source("baseline", self.variant)
             assert src is not None
             base = src.read_text()
@@ -149,103 +187,83 @@ class Optimizer:
                 raise ProviderError(
                     f"the baseline itself failed: {outcome.verdict} {outcome.detail}"
                 )
-            state.baseline = {"label": "baseline", "source": base, "flags": ["-O3"],
-                              "outcome": asdict(outcome)}  # fmt: skip
-            state.best = dict(state.baseline)
-            self.run.save_json(self.dir, "state.json", asdict(state))
+            state.baseline = state.best = Version("baseline", base, ["-O3"], outcome)
+            self._save(state)
         for r in range(state.round + 1, self.options.rounds + 1):
             self._round(state, r)
             state.round = r
-            self.run.save_json(self.dir, "state.json", asdict(state))
-            sol = state.best["outcome"].get("sol")
-            target = self.options.sol_target
+            self._save(state)
+            assert state.best is not None
+            sol, target = state.best.outcome.sol, self.options.sol_target
             if target is not None and sol is not None and sol >= target:
                 log.info("%s: %.0f%% of the speed of light reached", self.dir.name, 100 * sol)
                 break
-        best = state.best  # profiled too, so that results can say its class after the run
-        self._profile(best["source"], tuple(best["flags"]), best["label"])
+        assert state.best is not None
+        self._profile(state.best)  # so that results can say its class after the run
 
     def _round(self, state: TaskState, r: int) -> None:
-        best = state.best
-        best_outcome = Outcome(**best["outcome"])
-        profile = self._profile(best["source"], tuple(best["flags"]), best["label"])
-        plan = self._ask(
-            f"round{r}/planner", "planner", task=self.task, variant=self.variant,
-            signature=self.signature, tol=self.task.spec.tolerance[self.variant],
-            device=self.device, profile=profile, history=state.history,
-            best={"label": best["label"], "source": best["source"],
-                  "evaluation": best_outcome.summary or best_outcome.verdict},
+        best, base = state.best, state.baseline
+        assert best is not None and base is not None
+        view = self._profile(best)
+        plan, _ = self._ask(
+            f"round{r}/planner", "planner", best=best, score=facts.score_line(best.outcome),
+            table=facts.case_table(best.outcome), cases=base.outcome.cases,
+            weights=facts.weights(base.outcome.cases), history=facts.history(state.history),
+            profile=view if view and view.text else None,
+            profile_missing=(view.error if view else "profiling is off (--profile none)"),
         )  # fmt: skip
-        answer = self._ask(
-            f"round{r}/coder", "coder", task=self.task, variant=self.variant,
-            signature=self.signature, best_source=best["source"], plan=plan,
-            sizes=self._sizes(),
+        flags: tuple[str, ...] = ("-O3",)  # measure mode screens the variants beside it
+        answer, prompt = self._ask(
+            f"round{r}/coder", "coder", best=best, plan=plan, build=self.brief.build(flags),
+            weights=facts.weights(base.outcome.cases), screened=self.options.flags == "measure",
         )  # fmt: skip
-        code = extract_code(answer)
-        flags: tuple[str, ...] = ("-O3",)
-        outcome = Outcome("no_code", "the answer had no ```cuda code block")
-        if code is not None:
-            flags_text = self._ask(
-                f"round{r}/compiler", "compiler", device=self.device, source=code,
-                allowlist=", ".join((*ALLOWED_FLAGS, "-maxrregcount=N")),
-                resources=best_outcome.resources,
-            )  # fmt: skip
-            flags, rejected = parse_flags(flags_text)
-            if rejected:
-                log.info("%s round %d: flags refused: %s", self.dir.name, r, rejected)
-        name = f"round{r}"
+        code = self._code(f"round{r}/coder", answer, prompt)
+        if self.options.flags == "agent" and code is not None:
+            flags = self._agent_flags(r, code, best)
+        name, attempts = f"round{r}", []
+        outcome = Outcome("no_code", "the answer had no code block defining the entry function")
         for attempt in range(self.options.debug_attempts + 1):
             if code is not None:
                 outcome = self._evaluate(code, flags, f"{name}-try{attempt}")
-                if outcome.ok:
-                    break
-            if attempt == self.options.debug_attempts:
+            attempts.append(f"try{attempt} {outcome.verdict if code is not None else 'no_code'}")
+            if outcome.ok or attempt == self.options.debug_attempts:
                 break
-            answer = self._ask(
-                f"round{r}/debug{attempt + 1}", "debugger", task=self.task,
-                variant=self.variant, signature=self.signature,
-                failure_kind=outcome.verdict, failure=outcome.detail,
-                source=code or answer,
+            key = f"round{r}/debug{attempt + 1}"
+            answer, prompt = self._ask(
+                key, "debugger", outcome=outcome, failures=facts.failures(outcome),
+                build=self.brief.build(flags), plan=plan, source=code or answer,
+                baseline=base.source,
             )  # fmt: skip
-            code = extract_code(answer) or code
+            code = self._code(key, answer, prompt) or code
+            if (asked := debugger_flags(answer)) is not None:
+                flags = asked[0]
+        self._conclude(state, r, best, plan, code, attempts, outcome)
+
+    def _agent_flags(self, r: int, code: str, best: Version) -> tuple[str, ...]:
+        text, _ = self._ask(f"round{r}/compiler", "compiler", source=code,
+                            build=self.brief.build(("-O3",)),
+                            resources=best.outcome.resources)  # fmt: skip
+        flags, rejected = parse_flags(text)
+        if rejected:
+            log.info("%s round %d: flags refused: %s", self.dir.name, r, rejected)
+        return flags
+
+    def _conclude(self, state: TaskState, r: int, best: Version, plan: str, code: str | None,
+                  attempts: list[str], outcome: Outcome) -> None:  # fmt: skip
+        """Keep the candidate if it beats the best, and record it for the planner."""
         if outcome.ok and outcome.score is not None:
-            prev = state.best_candidate_score
-            state.best_candidate_score = outcome.score if prev is None else max(prev, outcome.score)
-        kept = outcome.ok and (outcome.score or 0) > (best_outcome.score or 0)
+            prev = (state.best_candidate or {}).get("score")
+            if prev is None or outcome.score > prev:
+                state.best_candidate = {"score": outcome.score, "noise": outcome.noise}
+        kept = (
+            code is not None
+            and outcome.ok
+            and outcome.faster_beyond_noise
+            and (outcome.score or 0.0) > (best.outcome.score or 0.0)
+        )
+        label = f"round{r}"
         if kept:
             assert code is not None
-            state.best = {"label": name, "source": code, "flags": list(flags),
-                          "outcome": asdict(outcome)}  # fmt: skip
-        state.history.append({
-            "round": r,
-            "summary": (f"plan: {_first_line(plan)}; result: {outcome.verdict}"
-                        + (f", score {outcome.score:.3f}" if outcome.score is not None else "")
-                        + (f" ({outcome.detail[:200]})" if not outcome.ok else "")
-                        + ("; kept as the new best" if kept else "; not kept")),
-        })  # fmt: skip
-
-    def _sizes(self) -> str:
-        return "; ".join(c.label for c in self.task.cases("paper"))
-
-
-def _first_line(text: str) -> str:
-    for line in text.splitlines():
-        line = line.strip(" #*-")
-        if line:
-            return line[:160]
-    return ""
-
-
-def _signature(task: Task, variant: str) -> str:
-    from ..dtypes import concrete
-
-    ctype = {"f32": "float", "bf16": "__nv_bfloat16", "i32": "int"}
-    parts = []
-    for a in task.spec.args:
-        t = ctype[concrete(a.dtype, variant)]
-        if a.role == "scalar":
-            parts.append(f"{t} {a.name}")
-        else:
-            const = "const " if a.role_for(variant) == "input" else ""
-            parts.append(f"{const}{t}* {a.name}")
-    return f"void {task.symbol(variant)}({', '.join(parts)})"
+            state.best = Version(label, code, list(outcome.flags), outcome)
+        state.history.append(candidate(r, label, best.label, best.source, code, plan_items(plan),
+                                       attempts, outcome, kept))  # fmt: skip

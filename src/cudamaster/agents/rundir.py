@@ -70,12 +70,14 @@ class RunDir:
     def record_step(
         self, task_dir: Path, key: str, prompt: list[dict], completion: Completion, label: str
     ) -> dict[str, Any]:
+        usage = asdict(completion.usage)
         entry = {
             "key": key,
             "model": label,
             "prompt": prompt,
             "text": completion.text,
-            "usage": asdict(completion.usage),
+            "stop_reason": completion.stop_reason,
+            "usage": usage,
             "cost_usd": completion.cost_usd,
             "latency_s": completion.latency_s,
             "time": time.time(),
@@ -86,7 +88,7 @@ class RunDir:
             + f"\n\n## answer ({label})\n\n{completion.text}\n"
         )
         with _lock, open(self.root / "ledger.jsonl", "a") as f:
-            f.write(json.dumps({"task": task_dir.name, "key": key, **entry["usage"],
+            f.write(json.dumps({"task": task_dir.name, "key": key, **usage,
                                 "cost_usd": completion.cost_usd}) + "\n")  # fmt: skip
         return entry
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
@@ -15,15 +14,26 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from .. import cpus
 from ..gpus import pinned
+from .protocol import (
+    Exit,
+    Fatal,
+    InitReply,
+    ProtocolError,
+    Reply,
+    Request,
+    decode_reply,
+    encode_request,
+)
 
 log = logging.getLogger(__name__)
 
 #: Environment variables never passed to a worker (API keys and other secrets).
 SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
+R = TypeVar("R", bound=Reply)
 
 
 def worker_env() -> dict[str, str]:
@@ -78,11 +88,12 @@ class WorkerClient:
         keep = [ln for ln in text.splitlines() if ln.strip()][-lines:]
         return " | ".join(keep)
 
-    def request(self, timeout_s: float, **msg: Any) -> dict:
-        """Send one command and wait for its reply; WorkerDied on crash, exit or timeout."""
+    def request(self, timeout_s: float, req: Request[R]) -> R:
+        """Send one request and wait for its reply; WorkerDied on crash, exit, timeout or a
+        failure that the worker reported (it exits then)."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         try:
-            self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+            self.proc.stdin.write((encode_request(req) + "\n").encode())
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._died() from None
@@ -91,7 +102,7 @@ class WorkerClient:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.kill()
-                raise WorkerDied("timeout", f"no answer to {msg['cmd']} within {timeout_s:.0f} s")
+                raise WorkerDied("timeout", f"no answer to {req.cmd} within {timeout_s:.0f} s")
             if not self.selector.select(timeout=min(remaining, 1.0)):
                 if self.proc.poll() is not None:
                     raise self._died()
@@ -101,12 +112,14 @@ class WorkerClient:
                 raise self._died()
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
-        reply = json.loads(line)
-        if reply.get("fatal"):
+        try:
+            reply = decode_reply(line, req.reply_type())
+        except ProtocolError as exc:  # the worker's reply channel carried something else
             self.kill()
-            raise WorkerDied(
-                reply.get("verdict", "runtime_error"), reply.get("error", "unknown error")
-            )
+            raise WorkerDied("runtime_error", f"unreadable reply to {req.cmd}: {exc}") from None
+        if isinstance(reply, Fatal):
+            self.kill()
+            raise WorkerDied(reply.verdict, reply.error)
         return reply
 
     def _died(self) -> WorkerDied:
@@ -130,7 +143,7 @@ class WorkerClient:
         if self.proc.poll() is None:
             try:
                 assert self.proc.stdin is not None
-                self.proc.stdin.write(b'{"cmd": "exit"}\n')
+                self.proc.stdin.write((encode_request(Exit()) + "\n").encode())
                 self.proc.stdin.flush()
                 self.proc.wait(timeout=10)
             except (OSError, subprocess.TimeoutExpired):
@@ -147,7 +160,7 @@ class WorkerPool:
     process. Candidates never come from the pool: each gets a fresh process."""
 
     def __init__(self) -> None:
-        self._idle: dict[tuple[str, str], tuple[WorkerClient, dict]] = {}
+        self._idle: dict[tuple[str, str], tuple[WorkerClient, InitReply]] = {}
         self._lock = threading.Lock()
 
     @staticmethod
@@ -155,7 +168,7 @@ class WorkerPool:
         gpu = pinned()  # a worker serves the GPU it was started on
         return label, gpu.uuid if gpu else ""
 
-    def take(self, label: str) -> tuple[WorkerClient, dict] | None:
+    def take(self, label: str) -> tuple[WorkerClient, InitReply] | None:
         with self._lock:
             entry = self._idle.pop(self._key(label), None)
         if entry is None:
@@ -165,7 +178,7 @@ class WorkerPool:
         entry[0].close()
         return None
 
-    def give(self, label: str, worker: WorkerClient, info: dict) -> None:
+    def give(self, label: str, worker: WorkerClient, info: InitReply) -> None:
         with self._lock:
             old = self._idle.pop(self._key(label), None)
             self._idle[self._key(label)] = (worker, info)

@@ -22,9 +22,9 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from .. import cpus
 from ..dtypes import concrete
@@ -35,6 +35,21 @@ from .build import BuildError, BuildResult, build
 from .client import WorkerClient, WorkerDied, WorkerPool
 from .comparer import comparer_library
 from .prepare import MAX_AHEAD, N_SETS, CaseKey, Judgement, OutputFile, Prepared, Preparer
+from .protocol import (
+    ArgSpec,
+    Init,
+    InitReply,
+    Load,
+    OutputSlot,
+    Release,
+    Run,
+    Save,
+    SaveReply,
+    Scalar,
+    Setup,
+    SetupReply,
+    Time,
+)
 from .symbols import SymbolReport, check_library, defines_symbol
 from .timing import TimingPolicy, TimingStats, exhausted, settled, summarize
 from .verify import CheckResult
@@ -46,6 +61,7 @@ CHECK_SET, TIMING_SETS, RECHECK_SET = 0, (0, 1), 2
 # preparation stopped, even where the helper has cores of its own (see Preparer.quiet)
 SHORT_CALL_S = 2e-3
 assert RECHECK_SET < N_SETS
+T = TypeVar("T")
 
 
 @dataclass
@@ -125,7 +141,7 @@ class _Live:
     impl: Impl
     result: ImplResult
     worker: WorkerClient | None = None
-    info: dict[str, Any] = field(default_factory=dict)  # what the worker's init reported
+    info: InitReply | None = None  # what the worker's init reported
     layout: dict[str, tuple[int, int]] = field(default_factory=dict)  # the case's, in a slot
     stop: bool = False  # no further cases (after a hang)
 
@@ -189,10 +205,9 @@ class Evaluator:
         self._report: EvalReport | None = None  # the last run's
         self._pending: _Settle | None = None  # its last case, not yet settled
         self.dtypes = {a.name: concrete(a.dtype, variant) for a in task.spec.args}
-        self.arg_specs = [
-            {"name": a.name, "role": a.role_for(variant), "dtype": self.dtypes[a.name]}
-            for a in task.spec.args
-        ]
+        self.arg_specs = tuple(
+            ArgSpec(a.name, a.role_for(variant), self.dtypes[a.name]) for a in task.spec.args
+        )
 
     # -- workers ----------------------------------------------------------------------------
     def _spawn(self, live: _Live) -> None:
@@ -204,30 +219,22 @@ class Evaluator:
             log.info("starting a worker for %s", live.impl.label)
             worker = WorkerClient(live.impl.label, self.cores.timing if self.cores else None)
             try:
-                info = worker.request(
-                    60, cmd="init", device=0, comparer=comparer_library(self.arch)
-                )
+                info = worker.request(60, Init(device=0, comparer=comparer_library(self.arch)))
             except WorkerDied as exc:
                 worker.close()
                 if "no CUDA GPU" in exc.detail or "cudaGetDeviceCount" in exc.detail:
                     raise UserError(f"no usable CUDA GPU: {exc.detail}") from None
                 raise
-            info.pop("ok", None)
         live.info = info
-        self.device = self.device or info
-        reply = worker.request(
-            60,
-            cmd="load",
-            library=str(live.result.build.library),
-            symbol=self.task.symbol(self.variant),
-            args=self.arg_specs,
-        )
-        if not reply.get("ok"):
+        self.device = self.device or asdict(info)
+        library = str(live.result.build.library)
+        reply = worker.request(60, Load(library, self.task.symbol(self.variant), self.arg_specs))
+        if not reply.ok:
             worker.close()
-            raise WorkerDied(reply.get("verdict", "load_error"), reply.get("error", ""))
-        if reply.get("loaded") and not live.impl.trusted:
+            raise WorkerDied(reply.verdict or "load_error", reply.error)
+        if reply.loaded and not live.impl.trusted:
             worker.close()
-            raise WorkerDied("forbidden", f"loading it brought in {', '.join(reply['loaded'])}")
+            raise WorkerDied("forbidden", f"loading it brought in {', '.join(reply.loaded)}")
         live.worker = worker
 
     def _fail(self, live: _Live, case: CaseResult, verdict: str, detail: str) -> None:
@@ -290,8 +297,8 @@ class Evaluator:
         mark = _Phases(case.index, t_case)
         self.phases.append(mark.times)
         mark("inputs")
-        arg_bytes = [{**a, "nbytes": sets[0].nbytes.get(a["name"], 0)} for a in self.arg_specs]
-        scalars = [inp.call_scalars for inp in sets]
+        arg_bytes = tuple(replace(a, nbytes=sets[0].nbytes.get(a.name, 0)) for a in self.arg_specs)
+        scalars = tuple(tuple(inp.call_scalars) for inp in sets)
 
         # 1. the input sets loaded by every worker at once (no implementation code runs), then
         # a checked first call, one implementation at a time, its output judged by the preparer
@@ -312,8 +319,8 @@ class Evaluator:
         timed = [lv for lv, _ in first]
         times, turn = self._time_turns(timed, results, prep)
         saved = []
-        for lv, reply in self._save_all(timed, results):
-            saved.append((lv, prepared.ask(TIMING_SETS[-1], _slot(lv, reply), full=False)))
+        for lv, last in self._save_all(timed, results):
+            saved.append((lv, prepared.ask(TIMING_SETS[-1], _slot(lv, last.outputs), full=False)))
         log.info("timed in %d turns: %s", turn, {k: len(v) for k, v in times.items()})
         mark("timing")
 
@@ -339,21 +346,21 @@ class Evaluator:
             res = results[lv.impl.label]
             try:
                 assert lv.worker is not None
-                reply = lv.worker.request(self.call_timeout_s, cmd="run", set=RECHECK_SET)
+                reply = lv.worker.request(self.call_timeout_s, Run(RECHECK_SET))
             except WorkerDied as exc:
                 self._fail(lv, res, exc.verdict, exc.detail)
                 continue
-            if reply["changed_inputs"]:
+            if reply.changed_inputs:
                 res.verdict = "inputs_mutated"
-                res.detail = "a later call changed input(s) " + ", ".join(reply["changed_inputs"])
+                res.detail = "a later call changed input(s) " + ", ".join(reply.changed_inputs)
             else:
-                ask = prepared.ask(RECHECK_SET, _slot(lv, reply), full=False)
+                ask = prepared.ask(RECHECK_SET, _slot(lv, reply.outputs), full=False)
                 rechecked.append((lv, ask))
         hot = self._time_hot([lv for lv, _ in rechecked], results, prep)
         for lv in active:
             if lv.worker is not None:
                 try:
-                    lv.worker.request(60, cmd="release")
+                    lv.worker.request(60, Release())
                 except WorkerDied as exc:
                     self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
         mark("finish")
@@ -371,24 +378,24 @@ class Evaluator:
             res = results[lv.impl.label]
             try:
                 assert lv.worker is not None
-                reply = lv.worker.request(self.call_timeout_s, cmd="run", set=CHECK_SET)
+                reply = lv.worker.request(self.call_timeout_s, Run(CHECK_SET))
             except WorkerDied as exc:
                 self._fail(lv, res, exc.verdict, exc.detail)
                 continue
-            res.wall_ms_first_call = reply["wall_ms"]
-            if reply["vendor_libraries"] and not lv.impl.trusted:
-                self._fail(lv, res, "forbidden", "loaded " + ", ".join(reply["vendor_libraries"]))
-            elif reply["changed_inputs"]:
+            res.wall_ms_first_call = reply.wall_ms
+            if reply.vendor_libraries and not lv.impl.trusted:
+                self._fail(lv, res, "forbidden", "loaded " + ", ".join(reply.vendor_libraries))
+            elif reply.changed_inputs:
                 res.verdict = "inputs_mutated"
-                res.detail = "the call changed input(s) " + ", ".join(reply["changed_inputs"])
-            elif reply["unordered_outputs"]:
+                res.detail = "the call changed input(s) " + ", ".join(reply.changed_inputs)
+            elif reply.unordered_outputs:
                 res.verdict = "unsynchronized"
                 res.detail = (
-                    "output(s) " + ", ".join(reply["unordered_outputs"]) + " were still being "
+                    "output(s) " + ", ".join(reply.unordered_outputs) + " were still being "
                     "written after the call returned (work not ordered with the default stream)"
                 )
             else:
-                ran.append((lv, _slot(lv, reply)))
+                ran.append((lv, _slot(lv, reply.outputs)))
         return ran
 
     def _time_hot(
@@ -405,17 +412,12 @@ class Evaluator:
                 assert lv.worker is not None
                 with prep.quiet(strict=res.cold.median_ms < SHORT_CALL_S * 1e3):
                     reply = lv.worker.request(
-                        self._batch_timeout(lv, n_hot + 1),
-                        cmd="time",
-                        n=n_hot + 1,
-                        mode="hot",
-                        sets=list(TIMING_SETS),
-                        start=0,
+                        self._batch_timeout(lv, n_hot + 1), Time(n_hot + 1, "hot", TIMING_SETS)
                     )
             except WorkerDied as exc:
                 self._fail(lv, res, exc.verdict, exc.detail)
                 continue
-            hot[lv.impl.label] = summarize(reply["times_ms"][1:])
+            hot[lv.impl.label] = summarize(reply.times_ms[1:])
         return hot
 
     def _time_turns(
@@ -449,14 +451,7 @@ class Evaluator:
             first_s = (res.wall_ms_first_call or 0.0) / 1e3
             warmup = pol.warmup_for(first_s)
             t0 = time.monotonic()
-            lv.worker.request(
-                self._batch_timeout(lv, warmup),
-                cmd="time",
-                n=warmup,
-                mode="cold",
-                sets=list(TIMING_SETS),
-                start=0,
-            )
+            lv.worker.request(self._batch_timeout(lv, warmup), Time(warmup, "cold", TIMING_SETS))
             per_call[lv.impl.label] = (time.monotonic() - t0) / warmup
             batch[lv.impl.label] = pol.batch_for(per_call[lv.impl.label])
         except WorkerDied as exc:
@@ -496,21 +491,17 @@ class Evaluator:
                     # an even number of calls from the first set: every turn ends on the set
                     # that the checked first call did not use
                     with prep.quiet(strict=per_call[label] < SHORT_CALL_S):
+                        n = batch[label] + 1
                         reply = lv.worker.request(
-                            self._batch_timeout(lv, batch[label] + 1),
-                            cmd="time",
-                            n=batch[label] + 1,
-                            mode="cold",
-                            sets=list(TIMING_SETS),
-                            start=0,
+                            self._batch_timeout(lv, n), Time(n, "cold", TIMING_SETS)
                         )
                 except WorkerDied as exc:
                     self._fail(lv, results[label], exc.verdict, exc.detail)
                     timed.remove(lv)
                     continue
                 spent[label] += time.monotonic() - t0
-                times[label] += reply["times_ms"][1:]  # the first call after a switch is dropped
-                results[label].placements = reply.get("placements")
+                times[label] += reply.times_ms[1:]  # the first call after a switch is dropped
+                results[label].placements = reply.placements
             turn += 1
         return turn
 
@@ -520,8 +511,8 @@ class Evaluator:
         results: dict[str, CaseResult],
         scratch: Path,
         case_dir: Path,
-        arg_bytes: list[dict],
-        scalars: list[list[Any]],
+        arg_bytes: tuple[ArgSpec, ...],
+        scalars: tuple[tuple[Scalar, ...], ...],
     ) -> list[_Live]:
         """Start the workers that need it, then load the case's input sets into all of them
         concurrently (their output slots in ``scratch``); returns those that are ready for
@@ -535,26 +526,25 @@ class Evaluator:
             except WorkerDied as exc:
                 self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
 
-        def setup(lv: _Live) -> dict[str, Any]:
+        def setup(lv: _Live) -> SetupReply:
             assert lv.worker is not None
             slots = str(scratch / f"out-{lv.impl.label}-{lv.worker.proc.pid}")
-            reply = lv.worker.request(120, cmd="setup", dir=str(case_dir), nsets=N_SETS,
-                                      args=arg_bytes, scalars=scalars, outputs=slots)  # fmt: skip
-            lv.layout = {name: (int(at[0]), int(at[1])) for name, at in reply["layout"].items()}
+            reply = lv.worker.request(120, Setup(str(case_dir), N_SETS, arg_bytes, scalars, slots))
+            lv.layout = reply.layout
             return reply
 
         return [lv for lv, _ in self._at_once(started, results, setup)]
 
     def _save_all(
         self, timed: list[_Live], results: dict[str, CaseResult]
-    ) -> list[tuple[_Live, dict[str, Any]]]:
+    ) -> list[tuple[_Live, SaveReply]]:
         """Every timed implementation's last output saved into its timed slot, all workers at
         once (a slot that grows is page-locked anew, 0.5 s per GiB); returns the replies of
         those that did not fail, in order."""
 
-        def save(lv: _Live) -> dict[str, Any]:
+        def save(lv: _Live) -> SaveReply:
             assert lv.worker is not None
-            return lv.worker.request(self.call_timeout_s, cmd="save")
+            return lv.worker.request(self.call_timeout_s, Save())
 
         return self._at_once(timed, results, save)
 
@@ -562,8 +552,8 @@ class Evaluator:
         self,
         lives: list[_Live],
         results: dict[str, CaseResult],
-        request: Callable[[_Live], dict[str, Any]],
-    ) -> list[tuple[_Live, dict[str, Any]]]:
+        request: Callable[[_Live], T],
+    ) -> list[tuple[_Live, T]]:
         """``request`` made of every worker in ``lives`` at once; a worker that dies fails its
         implementation. Returns the others' replies, in order."""
         with ThreadPoolExecutor(max_workers=max(len(lives), 1)) as pool:
@@ -651,7 +641,12 @@ class Evaluator:
             for lv in lives:
                 if lv.worker is None:
                     continue
-                if self.pool is not None and lv.impl.trusted and lv.worker.alive:
+                if (
+                    self.pool is not None
+                    and lv.impl.trusted
+                    and lv.worker.alive
+                    and lv.info is not None
+                ):
                     self.pool.give(lv.impl.label, lv.worker, lv.info)
                 else:
                     lv.worker.close()
@@ -742,12 +737,12 @@ class _Phases:
         self._last = now
 
 
-def _slot(live: _Live, reply: dict[str, Any]) -> OutputFile:
+def _slot(live: _Live, written: OutputSlot) -> OutputFile:
     """The outputs that a worker's reply says it left in a slot, as the judge reads them."""
-    if reply.get("unpinned"):  # correct, only slower: say so in the log
+    if written.unpinned:  # correct, only slower: say so in the log
         log.warning("%s: an output slot could not be page-locked; copies run unpinned",
                     live.impl.label)  # fmt: skip
-    return OutputFile(Path(reply["slot"]), live.layout)
+    return OutputFile(Path(written.path), live.layout)
 
 
 def _label(params: dict[str, Any]) -> str:

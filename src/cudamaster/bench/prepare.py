@@ -155,7 +155,7 @@ class Preparer:
         those after them that the ahead budget allows (MAX_AHEAD), are prepared from now on;
         those asked for earlier and no longer among them are dropped."""
         budget, spent = AHEAD_SHARE * (_memory_total() or 0), 0
-        keys = []
+        keys: list[tuple[Task, CaseKey]] = []
         for t, v, c in upcoming[:MAX_AHEAD]:
             key = CaseKey(str(t.folder), v, c, base_seed)
             spent += self._footprint(t, key)

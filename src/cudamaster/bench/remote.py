@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 from ..device import DeviceFacts, facts
+from ..errors import UserError
 from ..gpus import select
 from ..profile.run import ProfileReport, profile
 from ..report import report_json
@@ -39,5 +40,8 @@ def profile_job(job: tuple[str, str]) -> tuple[ProfileReport, DeviceFacts]:
     name, variant = job
     task = get_task(name)
     device = assigned_gpu()
-    impl = Impl("baseline", task.source("baseline", variant), trusted=True)
+    base = task.source("baseline", variant)
+    if base is None:
+        raise UserError(f"{task.folder} has no baseline for {variant}")
+    impl = Impl("baseline", base, trusted=True)
     return profile(task, variant, impl, device.arch, device_uuid=device.uuid), device

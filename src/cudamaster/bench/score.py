@@ -38,6 +38,21 @@ def speed_of_light_ms(
     return max(bytes_ / (bandwidth_gbs * 1e9), flops / (peak_gflops * 1e9)) * 1e3
 
 
+@dataclass(frozen=True)
+class Scored:
+    """A correct implementation's score P and its noise (absolute: P is known to about
+    ``score +- noise``)."""
+
+    score: float
+    noise: float = 0.0
+
+    def solves(self, tau: float) -> bool:
+        """Counted at ``tau``: 0 when correct; otherwise P above tau by more than its noise
+        (at tau = 1: faster than the baseline beyond the measurement's noise, so that a
+        resubmitted baseline never counts)."""
+        return tau == 0 or self.score - self.noise > tau
+
+
 @dataclass
 class SuccessRow:
     tau: float
@@ -49,11 +64,12 @@ class SuccessRow:
         return self.solved / self.total if self.total else 0.0
 
 
-def success_table(scores: Sequence[float | None], taus: Sequence[float] = TAUS) -> list[SuccessRow]:
-    """Cumulative success: tau = 0 counts correct tasks (score not None), tau > 0 those with
-    P >= tau."""
-    rows = []
-    for tau in taus:
-        solved = sum(1 for s in scores if s is not None and (tau == 0 or s >= tau))
-        rows.append(SuccessRow(tau, solved, len(scores)))
-    return rows
+def success_table(
+    results: Sequence[Scored | None], taus: Sequence[float] = TAUS
+) -> list[SuccessRow]:
+    """Cumulative success over tasks (None: no correct implementation): tau = 0 counts the
+    correct ones, tau > 0 those whose P exceeds tau beyond its noise (Scored.solves)."""
+    return [
+        SuccessRow(tau, sum(1 for r in results if r is not None and r.solves(tau)), len(results))
+        for tau in taus
+    ]

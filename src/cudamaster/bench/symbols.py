@@ -21,24 +21,16 @@ ALLOWED_NEEDED = re.compile(
     r"ld-linux-x86-64\.so\.\d+|libdl\.so\.\d+|libpthread\.so\.\d+|librt\.so\.\d+)$"
 )
 VENDOR_PREFIXES = ("cublas", "cusparse", "cudnn", "cufft", "curand", "cusolver", "nvjpeg", "npp")
-_PROCESS = ("system", "popen", "pclose", "fork", "vfork", "clone", "execv", "execve", "execvp")
-_PROCESS += (
-    "execvpe",
-    "execl",
-    "execlp",
-    "execle",
-    "posix_spawn",
-    "posix_spawnp",
-    "kill",
-    "ptrace",
-)
-_FILES = ("open", "open64", "openat", "openat64", "creat", "creat64", "fopen", "fopen64")
-_FILES += ("freopen", "fdopen", "opendir", "unlink", "unlinkat", "rename", "renameat", "remove")
-_FILES += ("mkdir", "rmdir", "chmod", "fchmod", "chown", "truncate", "ftruncate")
-_NETWORK = ("socket", "connect", "bind", "listen", "accept", "accept4", "send", "sendto")
-_NETWORK += ("sendmsg", "recv", "recvfrom", "recvmsg", "getaddrinfo", "gethostbyname")
-_OTHER = ("mmap", "mmap64", "mprotect", "syscall", "dlmopen")
-_OTHER += ("cudaIpcOpenMemHandle", "cudaIpcGetMemHandle")
+_PROCESS = ("system", "popen", "pclose", "fork", "vfork", "clone", "execv", "execve", "execvp",
+            "execvpe", "execl", "execlp", "execle", "posix_spawn", "posix_spawnp", "kill",
+            "ptrace")  # fmt: skip
+_FILES = ("open", "open64", "openat", "openat64", "creat", "creat64", "fopen", "fopen64",
+          "freopen", "fdopen", "opendir", "unlink", "unlinkat", "rename", "renameat", "remove",
+          "mkdir", "rmdir", "chmod", "fchmod", "chown", "truncate", "ftruncate")  # fmt: skip
+_NETWORK = ("socket", "connect", "bind", "listen", "accept", "accept4", "send", "sendto",
+            "sendmsg", "recv", "recvfrom", "recvmsg", "getaddrinfo", "gethostbyname")  # fmt: skip
+_OTHER = ("mmap", "mmap64", "mprotect", "syscall", "dlmopen", "cudaIpcOpenMemHandle",
+          "cudaIpcGetMemHandle")  # fmt: skip
 #: libc entry points that start processes, touch files or the network, or map code.
 FORBIDDEN_LIBC = frozenset(_PROCESS + _FILES + _NETWORK + _OTHER)
 #: Vendor libraries that must not appear in the worker's address space after a candidate call.

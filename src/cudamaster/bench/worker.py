@@ -11,14 +11,14 @@ page-locked memory (about 0.5 s per GiB on an H200 host). The slots take turns, 
 coordinator can judge the outputs of one case while the next case writes its own. It judges
 nothing: verdicts are the coordinator's. A crash, a CUDA error or a hang ends only this process.
 
-Protocol: one JSON object per line on stdin; one JSON reply per line on the original stdout,
-which is moved to a private descriptor so that anything the implementation prints goes to stderr.
+Protocol (bench/protocol.py): one JSON request per line on stdin; one JSON reply per line on
+the original stdout, which is moved to a private descriptor so that anything the implementation
+prints goes to stderr.
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import sys
 import time
@@ -36,6 +36,32 @@ from .cudart import (
     ATTR_SM_COUNT,
     CudaRuntime,
     loaded_libraries,
+)
+from .protocol import (
+    ArgSpec,
+    Done,
+    Exit,
+    Fatal,
+    Init,
+    InitReply,
+    Load,
+    LoadReply,
+    OutputSlot,
+    ProfiledCall,
+    Release,
+    Reply,
+    Request,
+    Run,
+    RunReply,
+    Save,
+    SaveReply,
+    Scalar,
+    Setup,
+    SetupReply,
+    Time,
+    TimeReply,
+    decode_request,
+    encode_reply,
 )
 from .symbols import VENDOR_LIBRARY_FILES
 
@@ -87,8 +113,8 @@ class Worker:
         self.rt: CudaRuntime | None = None
         self.fn: Any = None
         self.args: list[ArgBuffers] = []
-        self.scalars: list[list[Any]] = []
-        self.arg_specs: list[dict] = []
+        self.scalars: tuple[tuple[Scalar, ...], ...] = ()
+        self.arg_specs: tuple[ArgSpec, ...] = ()
         self.flush_ptr = 0
         self.flush_bytes = 0
         self.events: tuple[int, int] = (0, 0)
@@ -104,7 +130,8 @@ class Worker:
         self.check_slot = self.timed_slot = 0
 
     # -- commands ---------------------------------------------------------------------------
-    def init(self, device: int = 0, comparer: str | None = None) -> dict:
+    def init(self, req: Init) -> InitReply:
+        device, comparer = req.device, req.comparer
         self.rt = CudaRuntime()
         if comparer:  # compare device buffers on the device, not through host copies
             fn = ctypes.CDLL(comparer).cm_count_diff
@@ -121,53 +148,48 @@ class Worker:
         self.events = (self.rt.event(), self.rt.event())
         major = self.rt.attribute(ATTR_CC_MAJOR, device)
         minor = self.rt.attribute(ATTR_CC_MINOR, device)
-        return {
-            "sm_count": self.rt.attribute(ATTR_SM_COUNT, device),
-            "l2_bytes": l2,
-            "cc": str(10 * major + minor),
-            "cudart": self.rt.path,
-        }
+        return InitReply(
+            sm_count=self.rt.attribute(ATTR_SM_COUNT, device),
+            l2_bytes=l2,
+            cc=str(10 * major + minor),
+            cudart=self.rt.path,
+        )
 
-    def load(self, library: str, symbol: str, args: list[dict]) -> dict:
+    def load(self, req: Load) -> LoadReply:
         before = loaded_libraries()
         try:
-            lib = ctypes.CDLL(library)
+            lib = ctypes.CDLL(req.library)
         except OSError as exc:
-            return {"ok": False, "verdict": "load_error", "error": str(exc)}
+            return LoadReply(verdict="load_error", error=str(exc))
         try:
-            fn = getattr(lib, symbol)
+            fn = getattr(lib, req.symbol)
         except AttributeError:
-            return {
-                "ok": False,
-                "verdict": "missing_symbol",
-                "error": f'the library does not define extern "C" {symbol}',
-            }
+            error = f'the library does not define extern "C" {req.symbol}'
+            return LoadReply(verdict="missing_symbol", error=error)
         fn.restype = None
         fn.argtypes = [
-            SCALAR_CTYPES[a["dtype"]] if a["role"] == "scalar" else ctypes.c_void_p for a in args
+            SCALAR_CTYPES[a.dtype] if a.role == "scalar" else ctypes.c_void_p for a in req.args
         ]
         self.fn = fn
         self.baseline_libs = loaded_libraries()
         new = sorted(x for x in self.baseline_libs - before if VENDOR_LIBRARY_FILES.search(x))
-        return {"ok": True, "loaded": new}
+        return LoadReply(loaded=new)
 
-    def setup(
-        self, dir: str, nsets: int, args: list[dict], scalars: list[list[Any]], outputs: str
-    ) -> dict:
-        """Load the case's input sets from ``dir``/set*/; the output slots are files in the
-        folder ``outputs`` (the same across cases, or they are made anew). Replies with each
+    def setup(self, req: Setup) -> SetupReply:
+        """Load the case's input sets from ``case_dir``/set*/; the output slots are files in the
+        folder ``slot_dir`` (the same across cases, or they are made anew). Replies with each
         output's place in a slot (offset, bytes)."""
         assert self.rt is not None
-        self.release()
-        base = Path(dir)
+        self._free()
+        base = Path(req.case_dir)
         layout: dict[str, tuple[int, int]] = {}
         end = 0
-        for spec in args:
-            if spec["role"] == "scalar":
+        for spec in req.args:
+            if spec.role == "scalar":
                 continue
-            buf = ArgBuffers(spec["name"], spec["role"], spec["dtype"], int(spec["nbytes"]))
+            buf = ArgBuffers(spec.name, spec.role, spec.dtype, spec.nbytes)
             if buf.role in ("input", "inplace"):
-                for s in range(nsets):
+                for s in range(req.nsets):
                     path = base / f"set{s}" / f"{buf.name}.bin"
                     size = path.stat().st_size
                     if size != buf.nbytes:
@@ -190,9 +212,9 @@ class Worker:
                 layout[buf.name] = (end, buf.nbytes)
                 end += -(-buf.nbytes // SLOT_ALIGN) * SLOT_ALIGN
             self.args.append(buf)
-        self.arg_specs = args
-        self.scalars = scalars
-        folder = Path(outputs)
+        self.arg_specs = req.args
+        self.scalars = req.scalars
+        folder = Path(req.slot_dir)
         if folder != self.slot_dir:
             for slot in self.slots:
                 self._unmap(slot)
@@ -205,7 +227,7 @@ class Worker:
         self.cases += 1
         self._sized(self.check_slot)  # page-locking a new slot is 0.5 s per GiB: beside the
         self.rt.synchronize()  # other workers' setups, not in the first calls one by one
-        return {"ok": True, "layout": layout}
+        return SetupReply(layout)
 
     def _sized(self, index: int) -> Slot:
         """Slot ``index``, resized for this case where it is too small (or far too large). Only
@@ -267,14 +289,14 @@ class Worker:
         bufs = {b.name: b for b in self.args}
         scalars = iter(self.scalars[s])
         for spec in self.arg_specs:
-            if spec["role"] == "scalar":
+            if spec.role == "scalar":
                 out.append(next(scalars))
             else:
-                b = bufs[spec["name"]]
+                b = bufs[spec.name]
                 out.append(self._input(b, s, p) if b.role == "input" else self._work(b, p))
         return out
 
-    def _write_outputs(self, index: int) -> dict[str, Any]:
+    def _write_outputs(self, index: int) -> OutputSlot:
         """The outputs as the last call left them, into a slot; returns where, for the reply."""
         assert self.rt is not None
         slot = self._sized(index)
@@ -283,9 +305,9 @@ class Worker:
                 assert slot.data is not None
                 where = slot.data[buf.offset : buf.offset + buf.nbytes]
                 self.rt.download_into(where, self._work(buf, self.current))
-        return {"slot": str(slot.path), "unpinned": slot.data is not None and not slot.pinned}
+        return OutputSlot(str(slot.path), unpinned=slot.data is not None and not slot.pinned)
 
-    def _place(self, sets: list[int]) -> None:
+    def _place(self, sets: tuple[int, ...]) -> None:
         """Make the placements of this case's cold timing, once: as many as PLACEMENTS and
         PLACEMENT_SHARE of the free device memory allow (1: the buffers alone)."""
         assert self.rt is not None
@@ -305,14 +327,15 @@ class Worker:
                     buf.moved_work.append(self.rt.malloc(buf.nbytes))
         self.rt.synchronize()
 
-    def run(self, set: int) -> dict:
-        """One checked call on input set ``set``; its outputs land in the case's slot for
-        checked calls."""
+    def run(self, req: Run) -> RunReply:
+        """One checked call on input set ``req.input_set``; its outputs land in the case's slot
+        for checked calls."""
         assert self.rt is not None
+        s = req.input_set
         self.current = 0
-        self._prepare(set)
+        self._prepare(s)
         self.rt.synchronize()
-        args = self._call_args(set)
+        args = self._call_args(s)
         t0 = time.perf_counter()
         self.fn(*args)
         # Right after the call returns, copy the outputs on the legacy default stream: a caller
@@ -327,19 +350,18 @@ class Worker:
         written = self._write_outputs(self.check_slot)
         unordered = [b.name for b in self.args if b.role != "input" and not self._same(b)]
         changed = [
-            b.name for b in self.args if b.role == "input" and not self._input_unchanged(b, set)
+            b.name for b in self.args if b.role == "input" and not self._input_unchanged(b, s)
         ]
         libs = sorted(
             x for x in loaded_libraries() - self.baseline_libs if VENDOR_LIBRARY_FILES.search(x)
         )
-        return {
-            "ok": True,
-            "wall_ms": wall_ms,
-            "changed_inputs": changed,
-            "vendor_libraries": libs,
-            "unordered_outputs": unordered,
-            **written,
-        }
+        return RunReply(
+            wall_ms=wall_ms,
+            changed_inputs=changed,
+            vendor_libraries=libs,
+            unordered_outputs=unordered,
+            outputs=written,
+        )
 
     def _same(self, buf: ArgBuffers) -> bool:
         """The output as the call left it equals the output after a device synchronize."""
@@ -366,7 +388,7 @@ class Worker:
         self.rt.download_into(y, b)
         return bool(np.array_equal(x, y))
 
-    def time(self, n: int, mode: str, sets: list[int], start: int) -> dict:
+    def time(self, req: Time) -> TimeReply:
         """n timed calls rotating over input sets; cold mode flushes L2 before each.
 
         Cold calls also rotate over placements, one step per round of the sets, carried over
@@ -377,6 +399,7 @@ class Worker:
         with one placement each, an implementation timed against itself would differ by that
         much."""
         assert self.rt is not None
+        n, mode, sets, start = req.n, req.mode, req.sets, req.start
         rt, (ev0, ev1), fn = self.rt, self.events, self.fn
         record, device_sync = rt.lib.cudaEventRecord, rt.lib.cudaDeviceSynchronize
         if mode == "cold":
@@ -406,7 +429,7 @@ class Worker:
             rt.check("cudaEventRecord", ended)
             times.append(rt.elapsed_ms(ev0, ev1))
         rt.last_error()
-        return {"ok": True, "times_ms": times, "placements": max(self.placements, 1)}
+        return TimeReply(times_ms=times, placements=max(self.placements, 1))
 
     def _ctypes_args(self, s: int, p: int) -> tuple[Any, ...]:
         """The call's arguments on input set ``s`` at placement ``p``, as C types."""
@@ -414,26 +437,31 @@ class Worker:
         args = self._call_args(s, p)
         return tuple(t(v) for t, v in zip(self.fn.argtypes, args, strict=True))
 
-    def save(self) -> dict:
+    def save(self, req: Save) -> SaveReply:
         """Copy the outputs as the last call left them (the last timed call's, after time) into
         the case's slot for the timed output."""
-        return {"ok": True, **self._write_outputs(self.timed_slot)}
+        return SaveReply(self._write_outputs(self.timed_slot))
 
-    def profiled_call(self, set: int) -> dict:
+    def profiled_call(self, req: ProfiledCall) -> Done:
         """One call between cudaProfilerStart and cudaProfilerStop (for ncu's range filter)."""
         assert self.rt is not None
         self.current = 0
-        self._prepare(set)
+        self._prepare(req.input_set)
         self.rt.synchronize()
-        args = self._call_args(set)
+        args = self._call_args(req.input_set)
         self.rt.check("cudaProfilerStart", self.rt.lib.cudaProfilerStart())
         self.fn(*args)
         self.rt.synchronize()
         self.rt.check("cudaProfilerStop", self.rt.lib.cudaProfilerStop())
         self.rt.last_error()
-        return {"ok": True}
+        return Done()
 
-    def release(self) -> dict:
+    def release(self, req: Release) -> Done:
+        """Free the case's buffers."""
+        self._free()
+        return Done()
+
+    def _free(self) -> None:
         if self.rt is not None:
             for buf in self.args:
                 moved = [p for copies in buf.moved_inputs for p in copies.values()]
@@ -443,7 +471,28 @@ class Worker:
                         self.rt.free(p)
         self.args = []
         self.placements = self.cold_calls = self.current = 0
-        return {"ok": True}
+
+
+def serve(worker: Worker, req: Request[Any]) -> Reply:
+    """The worker's reply to one request."""
+    match req:
+        case Init():
+            return worker.init(req)
+        case Load():
+            return worker.load(req)
+        case Setup():
+            return worker.setup(req)
+        case Run():
+            return worker.run(req)
+        case Time():
+            return worker.time(req)
+        case Save():
+            return worker.save(req)
+        case Release():
+            return worker.release(req)
+        case ProfiledCall():
+            return worker.profiled_call(req)
+    raise TypeError(f"no handler for {type(req).__name__}")
 
 
 def _die_with_parent() -> None:
@@ -462,24 +511,21 @@ def main() -> None:
     replies = os.fdopen(reply_fd, "w", buffering=1)
     worker = Worker()
     for line in sys.stdin:
-        msg = json.loads(line)
-        cmd = msg.pop("cmd")
-        if cmd == "exit":
-            break
         try:
-            reply = getattr(worker, cmd)(**msg)
+            req = decode_request(line)
+            if isinstance(req, Exit):
+                break
+            reply = serve(worker, req)
         except Exception as exc:  # every failure is reported, then the process ends
-            reply = {
-                "ok": False,
-                "fatal": True,
-                "verdict": "runtime_error",
-                "error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                "trace": traceback.format_exc(limit=3),
-            }
-            replies.write(json.dumps(reply) + "\n")
+            fatal = Fatal(
+                verdict="runtime_error",
+                error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                trace=traceback.format_exc(limit=3),
+            )
+            replies.write(encode_reply(fatal) + "\n")
             replies.flush()
             sys.exit(3)
-        replies.write(json.dumps(reply) + "\n")
+        replies.write(encode_reply(reply) + "\n")
         replies.flush()
 
 

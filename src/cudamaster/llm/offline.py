@@ -15,7 +15,8 @@ def safe_name(key: str) -> str:
 
 
 class Replay(Provider):
-    """Answers from a transcript: JSON lines {"key", "text", "model"?, "usage"?}, by key."""
+    """Answers from a transcript: JSON lines {"key", "text", "model"?, "usage"?, "cost_usd"?},
+    by key. A replayed answer costs what the transcript recorded, else nothing."""
 
     def __init__(self, path: str) -> None:
         self.name, self.model = "replay", path
@@ -37,10 +38,11 @@ class Replay(Provider):
         if entry is None:
             raise ProviderError(f"replay transcript {self.model} has no answer for {key}")
         u = entry.get("usage", {})
-        return Completion(text=entry["text"], model=entry.get("model", "replay"),
-                          usage=Usage(u.get("input_tokens", 0), u.get("output_tokens", 0),
-                                      u.get("cached_tokens", 0)),
-                          cost_usd=entry.get("cost_usd"))  # fmt: skip
+        usage = Usage(u.get("input_tokens", 0), u.get("output_tokens", 0),
+                      u.get("cached_tokens", 0))  # fmt: skip
+        recorded = entry.get("cost_usd")  # what the answer cost when it was recorded
+        return Completion(text=entry["text"], model=entry.get("model", "replay"), usage=usage,
+                          cost_usd=self.cost(usage) if recorded is None else recorded)  # fmt: skip
 
 
 class Exchange(Provider):
@@ -62,4 +64,4 @@ class Exchange(Provider):
             prompt.write_text(f"# request {key}\n\nWrite the answer to {answer.name}.\n\n{body}\n")
         if not answer.exists():
             raise AnswerPending(str(prompt))
-        return Completion(text=answer.read_text(), model="exchange")
+        return Completion(text=answer.read_text(), model="exchange", cost_usd=self.cost(Usage()))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import logging
 import shutil
 import subprocess
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from ..bench.client import worker_env
 from .metrics import BY_ID, metric_ids
+from .target import TargetSpec
 
 log = logging.getLogger(__name__)
 NCU_TIMEOUT_S = 600
@@ -123,8 +123,9 @@ def ncu_path() -> str | None:
     found = shutil.which("ncu")
     if found:
         return found
-    for root in ("/usr/local/cuda/bin", *sorted(Path("/opt/nvidia/nsight-compute").glob("*"))):
-        candidate = Path(root) / "ncu"
+    roots = [Path("/usr/local/cuda/bin"), *sorted(Path("/opt/nvidia/nsight-compute").glob("*"))]
+    for root in roots:
+        candidate = root / "ncu"
         if candidate.exists():
             return str(candidate)
     return None
@@ -146,7 +147,10 @@ def explain_failure(output: str, returncode: int) -> str:
 
 
 def run_ncu(
-    spec: dict, out_dir: Path, clock_control: str = "none", timeout_s: float = NCU_TIMEOUT_S
+    spec: TargetSpec,
+    out_dir: Path,
+    clock_control: str = "none",
+    timeout_s: float = NCU_TIMEOUT_S,
 ) -> ProfileResult:
     """Profile the call described by ``spec`` (see target.py); never raises for ncu failures."""
     t0 = time.monotonic()
@@ -155,7 +159,7 @@ def run_ncu(
         return ProfileResult(ok=False, error="ncu (Nsight Compute) not found on PATH")
     out_dir.mkdir(parents=True, exist_ok=True)
     spec_path = out_dir / "target.json"
-    spec_path.write_text(json.dumps(spec))
+    spec.write(spec_path)
     report = out_dir / "profile"
     ids = metric_ids()
     dropped: list[str] = []

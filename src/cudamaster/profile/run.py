@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import tempfile
@@ -11,12 +10,14 @@ from pathlib import Path
 
 from ..bench.evaluate import Impl, ImplResult, prepare
 from ..bench.inputs import case_seed, make_inputs
+from ..bench.protocol import ArgSpec, Load, Setup
 from ..dtypes import concrete
 from ..errors import UserError
 from ..tasks import Case, Task
 from . import classify
 from .ncu import KernelProfile, ProfileResult, run_ncu
 from .summary import MODES, Summary, render
+from .target import TargetSpec
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,9 @@ def _case(task: Task, suite: str, case_index: int) -> Case:
         raise UserError(f"{task.name} {suite} has cases 0..{len(cases) - 1}") from None
 
 
-def target_spec(task: Task, variant: str, impl: Impl, arch: str, case: Case, work: Path) -> dict:
+def target_spec(
+    task: Task, variant: str, impl: Impl, arch: str, case: Case, work: Path
+) -> TargetSpec:
     """Build and check ``impl``, write one input set of ``case`` under ``work``, and return the
     spec that profile/target.py runs (under ncu, or under compute-sanitizer)."""
     pre = ImplResult(impl.label, str(impl.source))
@@ -51,16 +54,15 @@ def target_spec(task: Task, variant: str, impl: Impl, arch: str, case: Case, wor
     assert pre.build is not None
     inputs = make_inputs(task, case, variant, case_seed(task.name, variant, case, 0, 0))
     inputs.write(work / "set0")
-    args = [
-        {"name": a.name, "role": a.role_for(variant), "dtype": concrete(a.dtype, variant),
-         "nbytes": inputs.nbytes.get(a.name, 0)}
+    args = tuple(
+        ArgSpec(a.name, a.role_for(variant), concrete(a.dtype, variant),
+                inputs.nbytes.get(a.name, 0))
         for a in task.spec.args
-    ]  # fmt: skip
-    return {
-        "library": str(pre.build.library), "symbol": task.symbol(variant), "args": args,
-        "dir": str(work), "nsets": 1, "scalars": [inputs.call_scalars],
-        "out": str(work / "out"),
-    }  # fmt: skip
+    )  # fmt: skip
+    return TargetSpec(
+        load=Load(str(pre.build.library), task.symbol(variant), args),
+        setup=Setup(str(work), 1, args, (tuple(inputs.call_scalars),), str(work / "out")),
+    )
 
 
 def profile(
@@ -87,7 +89,9 @@ def profile(
             shutil.rmtree(work, ignore_errors=True)
     report = ProfileReport(task.name, variant, case.index, case.label, result, thresholds)
     if result.ok:
-        report.summaries = {m: render(result.aggregate, m, thresholds) for m in MODES}
+        report.summaries = {
+            m: render(result.aggregate, m, thresholds, result.kernels) for m in MODES
+        }
         report.bottleneck = report.summaries["filtered"].bottleneck
     return report
 
@@ -124,8 +128,10 @@ def sanitize(
     tool: str = "memcheck",
     case_index: int = 0,
     timeout_s: float = 300,
+    suite: str = "paper",
 ) -> str:
-    """compute-sanitizer's report (its last lines) for one call of ``impl`` on one case."""
+    """compute-sanitizer's report (its last lines) for the calls of ``impl`` on one case of
+    ``suite`` (``tool``: memcheck, racecheck, initcheck or synccheck)."""
     import subprocess
     import sys
 
@@ -136,8 +142,8 @@ def sanitize(
         return "(compute-sanitizer not found)"
     work = Path(tempfile.mkdtemp(prefix="cudamaster-sanitize-"))
     try:
-        spec = target_spec(task, variant, impl, arch, _case(task, "paper", case_index), work)
-        (work / "target.json").write_text(json.dumps(spec))
+        spec = target_spec(task, variant, impl, arch, _case(task, suite, case_index), work)
+        spec.write(work / "target.json")
         cmd = [exe, "--tool", tool, "--print-limit", "20", sys.executable, "-m",
                "cudamaster.profile.target", str(work / "target.json")]  # fmt: skip
         try:

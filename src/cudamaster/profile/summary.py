@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from .classify import BANDWIDTH, COMPUTE, LATENCY, Thresholds, classify
+from .classify import BANDWIDTH, COMPUTE, LATENCY, Thresholds, classify, memory_throughput
+from .classify import SM as SM_ID
 from .metrics import BY_LABEL, TABLE, Metric, section
+from .ncu import KernelProfile
 
 log = logging.getLogger(__name__)
 MODES = ("filtered", "full", "none")
@@ -80,8 +82,49 @@ def count_tokens(text: str) -> int | None:
         return None
 
 
-def render(values: dict[str, float], mode: str, thresholds: Thresholds) -> Summary:
-    """The summary of one profile's (aggregated) metric values in one mode."""
+TOP_KERNELS = 3
+
+
+def _kernel_name(name: str, width: int = 70) -> str:
+    """A kernel's name without its parameter list, shortened to ``width``."""
+    short = name.split("(", 1)[0].strip() or name
+    return short if len(short) <= width else short[: width - 3] + "..."
+
+
+def kernel_lines(kernels: Sequence[KernelProfile], thresholds: Thresholds,
+                 top: int = TOP_KERNELS) -> list[str]:  # fmt: skip
+    """For an implementation that launches several kernels: the longest ones, each with its
+    share of the time, class, throughputs and launch (empty for a single kernel)."""
+    if len(kernels) < 2:
+        return []
+    durations = [k.values.get("gpu__time_duration.sum", 0.0) for k in kernels]
+    total = sum(durations) or 1.0
+    order = sorted(range(len(kernels)), key=lambda i: -durations[i])
+    lines = [f"Kernels: {len(kernels)} launched; the longest {min(top, len(kernels))}:"]
+    for i in order[:top]:
+        v = kernels[i].values
+        dram = v.get(BY_LABEL["DRAM throughput"].id)
+        occ = v.get(BY_LABEL["Achieved occupancy"].id)
+        grid, block = v.get(BY_LABEL["Grid size"].id), v.get(BY_LABEL["Block size"].id)
+        regs = v.get(BY_LABEL["Registers per thread"].id)
+        parts = [
+            f"{durations[i] / 1e3:.2f} us ({durations[i] / total:.0%})",
+            classify(v, thresholds),
+            f"SM {v.get(SM_ID, 0.0):.0f}%",
+            f"memory {memory_throughput(v):.0f}%",
+            *([f"DRAM {dram:.0f}%"] if dram is not None else []),
+            *([f"occupancy {occ:.0f}%"] if occ is not None else []),
+            *([f"grid {grid:.0f} x block {block:.0f}"] if grid and block else []),
+            *([f"{regs:.0f} registers"] if regs else []),
+        ]
+        lines.append(f"- {_kernel_name(kernels[i].name)}: " + ", ".join(parts))
+    return lines
+
+
+def render(values: dict[str, float], mode: str, thresholds: Thresholds,
+           kernels: Sequence[KernelProfile] = ()) -> Summary:  # fmt: skip
+    """The summary of one profile's (aggregated) metric values in one mode; with several
+    kernels, the longest ones follow, each on its own line."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}")
     if mode == "none":
@@ -95,5 +138,5 @@ def render(values: dict[str, float], mode: str, thresholds: Thresholds) -> Summa
             body.append("Top warp stalls: " + ", ".join(f"{k} {v:.1f}%" for k, v in stalls))
     else:
         body = [_format(m, values.get(m.id)) for m in TABLE]
-    text = "\n".join(head + body)
+    text = "\n".join(head + body + kernel_lines(kernels, thresholds))
     return Summary(mode, bottleneck, text, count_tokens(text))

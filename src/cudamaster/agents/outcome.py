@@ -1,0 +1,99 @@
+"""What the evaluator said about one candidate, in the form the agents read and the run
+directory keeps (JSON, read back with ``Outcome.from_dict``)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: Verdicts after which nothing was timed because the file never ran.
+BUILD_FAILURES = ("compile_error", "missing_symbol", "forbidden", "no_code")
+
+
+@dataclass
+class CaseOutcome:
+    """One case of the evaluation: what it weighs in P, what it moves, how fast it ran."""
+
+    index: int
+    label: str
+    weight: float  # T_i / sum(T): this case's share of the score P
+    bytes: float | None  # compulsory bytes moved (the task's formula)
+    flops: float | None
+    verdict: str
+    time_ms: float | None = None  # cold-L2 median
+    spread: float | None = None  # IQR / median of the candidate's timed calls
+    baseline_ms: float | None = None
+    baseline_spread: float | None = None
+    library_ms: float | None = None
+    vs_baseline: float | None = None
+    vs_library: float | None = None
+    sol: float | None = None  # fraction of the speed of light
+    detail: str = ""  # why the case failed, with its first mismatches
+
+
+@dataclass
+class FlagTrial:
+    """One build of the candidate, screened in the same evaluation as the others."""
+
+    flags: list[str]
+    verdict: str
+    score: float | None = None
+    detail: str = ""
+
+
+@dataclass
+class Outcome:
+    """One candidate's evaluation: the verdict, the score with its noise, every case, the build,
+    and, for failures, what the debug agent needs (compile log, sanitizer reports)."""
+
+    verdict: str  # ok | compile_error | wrong | crash | timeout | forbidden | no_code | ...
+    detail: str = ""
+    flags: list[str] = field(default_factory=list)  # the reported build's nvcc flags
+    score: float | None = None  # P = sum(T*S)/sum(T) against the baseline (correct only)
+    noise: float | None = None  # P's noise, absolute (see score_noise)
+    geomean: float | None = None
+    cases: list[CaseOutcome] = field(default_factory=list)
+    resources: list[str] = field(default_factory=list)  # ptxas, one line per kernel
+    compile_log: str = ""  # the build log's tail, when the build failed
+    sanitizer: dict[str, str] = field(default_factory=dict)  # tool -> its report
+    trials: list[FlagTrial] = field(default_factory=list)  # the flag screen, fastest first
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "ok"
+
+    @property
+    def sol(self) -> float | None:
+        """The speed-of-light fraction on the case that weighs most."""
+        heaviest = max(self.cases, key=lambda c: c.weight, default=None)
+        return heaviest.sol if heaviest else None
+
+    @property
+    def faster_beyond_noise(self) -> bool:
+        """P exceeds 1 by more than its noise: faster than the baseline, not by chance."""
+        return self.score is not None and self.score - (self.noise or 0.0) > 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Outcome:
+        data = dict(data)
+        data["cases"] = [CaseOutcome(**c) for c in data.get("cases", [])]
+        data["trials"] = [FlagTrial(**t) for t in data.get("trials", [])]
+        return cls(**data)
+
+
+def score_noise(cases: list[CaseOutcome]) -> float | None:
+    """The score's noise: sum_i w_i * S_i * sqrt(s_i^2 + b_i^2), with w_i the case's weight,
+    S_i its speedup and s_i, b_i the spreads (IQR / median) of the candidate's and the
+    baseline's timed calls in that case. The spread, not the median's standard error: an
+    implementation timed against itself differs from itself by a few percent between worker
+    processes (A/A on H100 and H200), about the spread and well beyond the standard error."""
+    total = 0.0
+    for c in cases:
+        if c.vs_baseline is None or c.spread is None or c.baseline_spread is None:
+            return None
+        total += c.weight * c.vs_baseline * math.hypot(c.spread, c.baseline_spread)
+    return total
