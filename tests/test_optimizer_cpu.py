@@ -11,7 +11,7 @@ from conftest import DEVICE_EXTRAS
 from cudamaster.agents.budget import Budget, BudgetExceeded, Cost
 from cudamaster.agents.gpu import ProfileView
 from cudamaster.agents.loop import LoopOptions, Optimizer
-from cudamaster.agents.outcome import CaseOutcome, Outcome, score_noise
+from cudamaster.agents.outcome import CaseOutcome, FlagTrial, Outcome, score_noise
 from cudamaster.agents.rundir import RunDir
 from cudamaster.device import DeviceFacts
 from cudamaster.llm.base import Completion, Provider, ProviderError, Usage
@@ -54,6 +54,11 @@ OUTCOMES = {
                                 "initcheck": "ERROR SUMMARY: 0 errors"}),
     "HANG": Outcome("timeout", "no answer to run within 60 s"),
     "FAST3": ok(3.0),
+    "SCREENED": Outcome("ok", flags=["-O3", "-maxrregcount=64"], score=2.2, noise=0.03,
+                        cases=cases(2.2), trials=[
+                            FlagTrial(["-O3", "-maxrregcount=64"], "ok", 2.2),
+                            FlagTrial(["-O3"], "ok", 1.9),
+                            FlagTrial(["-O3", "--use_fast_math"], "wrong", None, "C wrong")]),
     "FAST2": ok(2.0),
     "SAME": ok(1.005),
     "SLOW": ok(0.5),
@@ -356,3 +361,16 @@ def test_a_provider_error_fails_the_task_with_one_line(tmp_path):
     opt.provider = Down({})
     state = opt.run_task()
     assert state.status == "failed" and state.detail == "openai:gpt: HTTP 500: boom"
+
+
+def test_the_planner_sees_the_flag_screen_of_the_best(tmp_path):
+    answers = {"round1/coder": kernel("SCREENED"), "round2/coder": kernel("SLOW")}
+    opt, provider, _ = make(tmp_path, answers, rounds=2)
+    state = opt.run_task()
+    assert state.best.flags == ["-O3", "-maxrregcount=64"]
+    text = prompt(provider, "round2/planner")
+    assert "build flags `-O3 -maxrregcount=64`" in text
+    assert (
+        "- `-O3 -maxrregcount=64`: P 2.200\n- `-O3`: P 1.900\n- `-O3 --use_fast_math`: wrong"
+        in text
+    )

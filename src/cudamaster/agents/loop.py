@@ -207,7 +207,8 @@ class Optimizer:
         view = self._profile(best)
         plan, _ = self._ask(
             f"round{r}/planner", "planner", best=best, score=facts.score_line(best.outcome),
-            table=facts.case_table(best.outcome), cases=base.outcome.cases,
+            table=facts.case_table(best.outcome), trials=facts.trials(best.outcome),
+            cases=base.outcome.cases,
             weights=facts.weights(base.outcome.cases), history=facts.history(state.history),
             profile=view if view and view.text else None,
             profile_missing=(view.error if view else "profiling is off (--profile none)"),

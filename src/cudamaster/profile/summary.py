@@ -49,7 +49,10 @@ def _format(metric: Metric, value: float | None) -> str:
         return f"{metric.label}: {value / 1e9:.1f} GB/s"
     if metric.unit == "byte" and value >= 1 << 20:
         return f"{metric.label}: {value / 2**20:.1f} MiB"
-    text = f"{value:.3g}" if abs(value) < 1e6 else f"{value:.4g}"
+    if value == int(value) and abs(value) < 1e9:  # counts and launch figures: 1024, not 1.02e+03
+        text = str(int(value))
+    else:
+        text = f"{value:.3g}" if abs(value) < 1e6 else f"{value:.4g}"
     return f"{metric.label}: {text}{' ' + metric.unit if metric.unit else ''}"
 
 
