@@ -7,9 +7,6 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-#: Verdicts after which nothing was timed because the file never ran.
-BUILD_FAILURES = ("compile_error", "missing_symbol", "forbidden", "no_code")
-
 
 @dataclass
 class CaseOutcome:
