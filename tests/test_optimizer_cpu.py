@@ -9,9 +9,8 @@ import pytest
 
 from conftest import DEVICE_EXTRAS
 from cudamaster.agents.budget import Budget, BudgetExceeded, Cost
-from cudamaster.agents.gpu import ProfileView
 from cudamaster.agents.loop import LoopOptions, Optimizer
-from cudamaster.agents.outcome import CaseOutcome, FlagTrial, Outcome, score_noise
+from cudamaster.agents.outcome import CaseOutcome, FlagTrial, Outcome, ProfileView, score_noise
 from cudamaster.agents.rundir import RunDir
 from cudamaster.device import DeviceFacts
 from cudamaster.llm.base import Completion, Provider, ProviderError, Usage

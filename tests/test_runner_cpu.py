@@ -9,9 +9,8 @@ from dataclasses import asdict
 import pytest
 
 from cudamaster.agents import runner
-from cudamaster.agents.gpu import ProfileView
 from cudamaster.agents.loop import LoopOptions
-from cudamaster.agents.outcome import Outcome
+from cudamaster.agents.outcome import Outcome, ProfileView
 from cudamaster.agents.rundir import RunDir
 from cudamaster.errors import UserError
 from test_optimizer_cpu import DEVICE, ENTRY, cases, ok

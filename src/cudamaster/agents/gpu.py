@@ -10,14 +10,17 @@ the same GPU and the same session.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import math
 from pathlib import Path
+
+import numpy as np
 
 from ..bench.build import BuildError, build
 from ..bench.client import WorkerPool
 from ..bench.evaluate import CaseResult, EvalReport, Evaluator, Impl, ImplResult, standard_impls
 from ..bench.verify import CheckResult
 from ..device import DeviceFacts
+from ..errors import UserError
 from ..formula import evaluate_shape
 from ..gpus import GpuPool
 from ..profile.run import profile as run_profile
@@ -25,7 +28,7 @@ from ..profile.run import sanitize
 from ..report import score_impl, work
 from ..tasks import Task
 from . import flags as flag_rules
-from .outcome import CaseOutcome, FlagTrial, Outcome, score_noise
+from .outcome import CaseOutcome, FlagTrial, Outcome, ProfileView, score_noise
 
 log = logging.getLogger(__name__)
 POOL = WorkerPool()  # baseline and library workers, reused across evaluations (per GPU)
@@ -39,15 +42,6 @@ SANITIZERS = {
     "wrong_on_fresh_inputs": ("racecheck", "initcheck"), "unsynchronized": ("racecheck",),
 }  # fmt: skip
 SANITIZER_TIMEOUT_S = 120
-
-
-@dataclass
-class ProfileView:
-    """What the planner reads of a profile: the summary of one case, or why there is none."""
-
-    case: str  # "3 (N=64 C=4096)"
-    text: str | None
-    error: str | None = None
 
 
 def _extra(flags: tuple[str, ...]) -> tuple[str, ...]:
@@ -70,13 +64,11 @@ def _where(task: Task, variant: str, params: dict, name: str, flat: int) -> str:
         return f"[{flat}]"
     try:
         shape = evaluate_shape(arg.shape, task.names(params, variant))
-    except Exception:  # a shape that needs derived parameters the case lacks
+    except UserError:  # a shape that needs derived parameters the case lacks
         return f"[{flat}]"
-    idx = []
-    for dim in reversed(shape):
-        idx.append(flat % dim if dim else 0)
-        flat //= dim or 1
-    return "[" + ", ".join(map(str, reversed(idx))) + "]"
+    if not 0 <= flat < math.prod(shape):
+        return f"[{flat}]"
+    return "[" + ", ".join(str(int(i)) for i in np.unravel_index(flat, shape)) + "]"
 
 
 def _check_text(task: Task, variant: str, params: dict, check: CheckResult) -> str:
@@ -113,7 +105,6 @@ def outcome_of(task: Task, variant: str, report: EvalReport, impl: ImplResult,
             flops=flops, verdict=case.verdict, time_ms=s.time_ms, spread=s.spread,
             baseline_ms=b.cold.median_ms if b is not None and b.ok and b.cold else None,
             baseline_spread=b.cold.spread if b is not None and b.ok and b.cold else None,
-            library_ms=(s.time_ms * s.vs_library) if s.time_ms and s.vs_library else None,
             vs_baseline=s.vs_baseline, vs_library=s.vs_library, sol=s.sol_fraction,
             detail="" if case.ok else _case_detail(task, variant, case),
         ))  # fmt: skip

@@ -22,9 +22,8 @@ from ..tasks import Task
 from . import brief as facts
 from . import templates
 from .budget import Budget, BudgetExceeded, Cost
-from .gpu import ProfileView
 from .history import Candidate, candidate
-from .outcome import Outcome
+from .outcome import Outcome, ProfileView
 from .parse import debugger_flags, extract_code, parse_flags, plan_items, resend_request
 from .rundir import RunDir, code_hash
 

@@ -22,7 +22,6 @@ class CaseOutcome:
     spread: float | None = None  # IQR / median of the candidate's timed calls
     baseline_ms: float | None = None
     baseline_spread: float | None = None
-    library_ms: float | None = None
     vs_baseline: float | None = None
     vs_library: float | None = None
     sol: float | None = None  # fraction of the speed of light
@@ -80,6 +79,15 @@ class Outcome:
         data["cases"] = [CaseOutcome(**c) for c in data.get("cases", [])]
         data["trials"] = [FlagTrial(**t) for t in data.get("trials", [])]
         return cls(**data)
+
+
+@dataclass
+class ProfileView:
+    """What the planner reads of a profile: the summary of one case, or why there is none."""
+
+    case: str  # "3 (N=64 C=4096)"
+    text: str | None
+    error: str | None = None
 
 
 def score_noise(cases: list[CaseOutcome]) -> float | None:
