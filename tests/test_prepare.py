@@ -203,7 +203,7 @@ def test_the_helper_prepares_below_its_judges(preparer):
     for thread in Path(f"/proc/{pid}/task").iterdir():
         try:
             nice.append(_nice(pid, int(thread.name)))
-        except FileNotFoundError:  # a worker thread of the oracles that ended meanwhile
+        except (FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile
             continue
     # the main thread (whose requests start the judges' threads) at 0; the preparing ones lower
     assert _nice(pid, pid) == 0
