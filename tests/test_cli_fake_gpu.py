@@ -37,9 +37,11 @@ def test_bench_runs_end_to_end_and_judges_unwritten_outputs_wrong(fake_gpu, tmp_
     (result,) = data["results"]
     impls = {i["label"]: i for i in result["report"]["impls"]}
     base = impls["baseline"]
-    assert base["verdict"] == "wrong" and "NaN" in base["detail"]  # launches did nothing
-    assert all(c["verdict"] == "wrong" for c in base["cases"])
-    assert impls["library"]["verdict"] in ("compile_error", "load_error", "wrong")
+    # launches did nothing: the first unseen case finds it, and no suite case runs
+    assert base["verdict"] == "wrong_on_unseen" and "NaN" in base["detail"]
+    assert base["unseen"][0]["verdict"] == "wrong" and result["report"]["unseen_seed"] is not None
+    assert all(c["verdict"] == "skipped" for c in base["cases"])
+    assert impls["library"]["verdict"] in ("compile_error", "load_error", "wrong_on_unseen")
     assert "vector_add" in proc.stdout and data["device"]["name"] == "Fake GPU"
 
 
@@ -58,11 +60,12 @@ def test_bench_spreads_its_evaluations_over_every_gpu_and_says_which_ran_what(fa
 
 
 def test_eval_reports_a_wrong_candidate_and_exits_1(fake_gpu):
-    proc = cli(fake_gpu, "eval", "vector_add", str(GOOD), "--cases", "0", "--json")
+    proc = cli(fake_gpu, "eval", "vector_add", str(GOOD), "--cases", "0", "--json",
+               "--unseen", "0")  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-3000:]
     data = json.loads(proc.stdout)
     cand = next(i for i in data["report"]["impls"] if i["label"] == "candidate")
-    assert cand["verdict"] == "wrong" and cand["cases"][0]["seeds"]
+    assert cand["verdict"] == "wrong" and cand["cases"][0]["seeds"] and cand["unseen"] == []
 
 
 def test_optimize_resume_and_results_commands_run_end_to_end(fake_gpu, tmp_path):

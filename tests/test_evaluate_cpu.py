@@ -47,7 +47,7 @@ def fake_cuda(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDAMASTER_COMPARER", str(comparer))
 
     def gcc_build(source, arch, links=(), extra_flags=(), compile_only=False):
-        lib = tmp_path / (Path(source).stem + ".so")
+        lib = tmp_path / f"{Path(source).stem}-{next(_builds)}.so"  # two builds of one file at once
         subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(lib), str(source)], check=True)
         return BuildResult(Path(source), lib, lib, [], False, [])
 
@@ -55,6 +55,7 @@ def fake_cuda(tmp_path, monkeypatch):
     return tmp_path
 
 
+_builds = itertools.count()
 POLICY = TimingPolicy(warmup=1, batch=3, min_samples=6, max_samples=30, time_cap_s=0.5)
 
 
@@ -63,7 +64,14 @@ def run(*names: str, cases=(0, 1), timeout: float = 20.0):
     impls = [Impl("baseline", FAKE / "vector_add_cpu.c", trusted=True)]
     impls += [Impl(n, FAKE / f"{n}.c") for n in names]
     ev = Evaluator(
-        task, "fp32", "paper", "sm_90", policy=POLICY, cases=list(cases), call_timeout_s=timeout
+        task,
+        "fp32",
+        "paper",
+        "sm_90",
+        unseen=0,
+        policy=POLICY,
+        cases=list(cases),
+        call_timeout_s=timeout,
     )
     return task, ev.run(impls)
 
@@ -163,7 +171,9 @@ def test_an_evaluations_last_verdicts_come_in_while_the_next_evaluation_runs(
              Impl("wrong", FAKE / "vector_add_cpu_wrong.c")]  # fmt: skip
     prep = Preparer(tmp_path / "scratch")
     try:
-        first = Evaluator(task, "fp32", "paper", "sm_90", policy=POLICY, cases=[0], preparer=prep)
+        first = Evaluator(
+            task, "fp32", "paper", "sm_90", unseen=0, policy=POLICY, cases=[0], preparer=prep
+        )
         report = first.run(impls, defer=True)
         # not settled yet: the wrong first output is known, the rest is not
         assert [i.cases[0].verdict for i in report.impls] == ["pending", "wrong"]
@@ -174,7 +184,9 @@ def test_an_evaluations_last_verdicts_come_in_while_the_next_evaluation_runs(
             order.append("settle paper")
             settle()
 
-        second = Evaluator(task, "fp32", "large", "sm_90", policy=POLICY, cases=[0], preparer=prep)
+        second = Evaluator(
+            task, "fp32", "large", "sm_90", unseen=0, policy=POLICY, cases=[0], preparer=prep
+        )
         later = second.run(impls, previous=spy_settle, defer=True)
         assert [i.verdict for i in report.impls] == ["ok", "wrong"]
         assert report.phases[0]["checks"] > 0 and "settle" in report.phases[0]
@@ -198,7 +210,7 @@ def test_trusted_workers_are_reused_across_evaluations_candidates_never(fake_cud
         for _ in range(2):
             impls = [Impl("baseline", FAKE / "vector_add_cpu.c", trusted=True),
                      Impl("cand", FAKE / "vector_add_cpu_slow.c")]  # fmt: skip
-            report = Evaluator(task, "fp32", "paper", "sm_90", policy=POLICY, cases=[0],
+            report = Evaluator(task, "fp32", "paper", "sm_90", unseen=0, policy=POLICY, cases=[0],
                                pool=pool).run(impls)  # fmt: skip
             assert [i.verdict for i in report.impls] == ["ok", "ok"]
             assert {label for label, _gpu in pool._idle} == {"baseline"}  # the candidate is gone
@@ -215,7 +227,9 @@ def test_implementations_share_their_timing_window(fake_cuda):
     impls = [Impl("steady", FAKE / "vector_add_steady.c", trusted=True),
              Impl("jittery", FAKE / "vector_add_jittery.c")]  # fmt: skip
     policy = TimingPolicy(warmup=1, batch=3, min_samples=6, max_samples=24, time_cap_s=60)
-    report = Evaluator(task, "fp32", "paper", "sm_90", policy=policy, cases=[0]).run(impls)
+    report = Evaluator(task, "fp32", "paper", "sm_90", unseen=0, policy=policy, cases=[0]).run(
+        impls
+    )
     counts = {i.label: i.cases[0].cold.samples for i in report.impls}
     assert counts == {"steady": 24, "jittery": 24}, counts
 
@@ -239,7 +253,7 @@ def test_no_input_preparation_runs_while_anything_is_timed(fake_cuda, tmp_path, 
     monkeypatch.setattr(WorkerClient, "request", spy)
     task = get_task("vector_add")
     try:
-        ev = Evaluator(task, "fp32", "paper", "sm_90", policy=POLICY, cases=[0, 1, 2],
+        ev = Evaluator(task, "fp32", "paper", "sm_90", unseen=0, policy=POLICY, cases=[0, 1, 2],
                        preparer=prep)  # fmt: skip
         report = ev.run([Impl("baseline", FAKE / "vector_add_cpu.c")])
     finally:
@@ -292,7 +306,7 @@ def test_with_cores_of_its_own_the_helper_prepares_beside_long_timed_calls_only(
     monkeypatch.setattr(Evaluator, "_warm_up", marked)
     task = get_task("vector_add")
     try:
-        ev = Evaluator(task, "fp32", "paper", "sm_90", policy=POLICY, cases=[0, 1, 2],
+        ev = Evaluator(task, "fp32", "paper", "sm_90", unseen=0, policy=POLICY, cases=[0, 1, 2],
                        preparer=prep, cores=Split((timing,), (helper,)))  # fmt: skip
         report = ev.run([Impl("baseline", FAKE / "vector_add_cpu.c")])
     finally:
@@ -334,7 +348,7 @@ def test_the_helper_is_stopped_for_the_turns_of_short_calls_only(fake_cuda, tmp_
     impls = [Impl("short", FAKE / "vector_add_cpu.c", trusted=True),
              Impl("long", FAKE / "vector_add_steady.c")]  # fmt: skip
     try:
-        ev = Evaluator(get_task("vector_add"), "fp32", "paper", "sm_90", policy=POLICY,
+        ev = Evaluator(get_task("vector_add"), "fp32", "paper", "sm_90", unseen=0, policy=POLICY,
                        cases=[0, 1], preparer=prep, cores=Split((timing,), (helper,)))  # fmt: skip
         report = ev.run(impls)
     finally:
@@ -470,3 +484,55 @@ def test_output_slots_take_turns_and_are_mapped_again_only_to_resize(
     worker.save(protocol.Save())
     assert worker.slots[worker.timed_slot].data.nbytes == worker_module.SLOT_ALIGN
     worker.release(protocol.Release())
+
+
+def unseen_run(*names: str, seed: int | None = None, unseen: int = 4):
+    task = get_task("vector_add")
+    impls = [Impl("baseline", FAKE / "vector_add_cpu.c", trusted=True)]
+    impls += [Impl(n, FAKE / f"{n}.c") for n in names]
+    ev = Evaluator(task, "fp32", "paper", "sm_90", policy=POLICY, cases=[0],
+                   unseen=unseen, unseen_seed=seed)  # fmt: skip
+    return ev.run(impls)
+
+
+def test_a_kernel_right_only_on_the_suites_sizes_is_caught_by_unseen_cases_and_not_timed(
+    fake_cuda,
+):
+    report = unseen_run("vector_add_cpu_tiles")
+    base, tiles = report.impl("baseline"), report.impl("vector_add_cpu_tiles")
+    assert base.verdict == "ok" and len(base.unseen) == 4
+    assert all(c.ok and c.cold is None and c.hot is None for c in base.unseen)  # never timed
+    assert base.cases[0].cold is not None  # the suite's case is timed as before
+    assert tiles.verdict == "wrong_on_unseen"
+    assert f"replay with --unseen-seed {report.unseen_seed}" in tiles.detail
+    assert tiles.cases[0].verdict == "skipped"  # once wrong, it is not timed at all
+    failing = next(c for c in tiles.unseen if not c.ok)
+    assert failing.params["N"] % 1024 != 0 and "elements wrong" in failing.detail
+
+
+def test_the_recorded_seed_replays_the_same_unseen_cases_and_inputs(fake_cuda):
+    first = unseen_run("vector_add_cpu_tiles")
+    again = unseen_run("vector_add_cpu_tiles", seed=first.unseen_seed)
+    other = unseen_run(seed=first.unseen_seed + 1)
+    shapes = [
+        [(c.params, c.seeds) for c in r.impl("baseline").unseen] for r in (first, again, other)
+    ]
+    assert shapes[0] == shapes[1] and shapes[0] != shapes[2]
+    assert first.impl("vector_add_cpu_tiles").detail == again.impl("vector_add_cpu_tiles").detail
+
+
+def test_no_unseen_cases_when_asked_for_none(fake_cuda):
+    report = unseen_run(unseen=0)
+    assert report.unseen_seed is None and report.impl("baseline").unseen == []
+
+
+def test_aa_times_an_implementation_against_itself_with_an_uncertainty_per_ratio(fake_cuda):
+    from cudamaster.bench.aa import run_aa
+
+    rep = run_aa(get_task("vector_add"), "fp32", "paper", "sm_90", cases=[0, 1],
+                 source=FAKE / "vector_add_cpu.c")  # fmt: skip
+    assert [r.index for r in rep.rows] == [0, 1]
+    for r in rep.rows:
+        assert r.ratio == pytest.approx(r.a_ms / r.b_ms) and r.uncertainty > 0
+        assert r.holds == (abs(r.ratio - 1) <= r.uncertainty)
+    assert rep.worst() == max(abs(r.ratio - 1) for r in rep.rows)

@@ -61,7 +61,7 @@ def test_the_flag_screen_keeps_the_fastest_correct_build(backend):
     outcome = backend.evaluate(source, ("-O3",), "round1-try0", screen=True)
     assert outcome.verdict == "ok"
     tried = {" ".join(t.flags): t.verdict for t in outcome.trials}
-    assert tried == {"-O3": "ok", "-O3 --use_fast_math": "wrong",
+    assert tried == {"-O3": "ok", "-O3 --use_fast_math": "wrong_on_unseen",
                      "-O3 -maxrregcount=64": "ok", "-O3 -maxrregcount=48": "ok"}  # fmt: skip
     assert outcome.flags[1].startswith("-maxrregcount=")  # 20x less work than the plain build
     plain = next(t for t in outcome.trials if t.flags == ["-O3"])
@@ -76,10 +76,23 @@ def test_without_the_screen_only_the_asked_build_runs(backend):
     assert outcome.ok and outcome.flags == ["-O3"] and outcome.trials == []
 
 
-def test_a_wrong_candidate_reports_every_case_with_its_mismatches_and_is_sanitized(backend):
+def test_a_wrong_candidate_reports_every_case_with_its_mismatches_and_is_sanitized(
+    backend, monkeypatch
+):
+    monkeypatch.setattr(evaluate, "UNSEEN_CASES", 0)  # the suite's cases, each with its detail
     source = (FAKE / "vector_add_cpu_wrong.c").read_text()
     outcome = backend.evaluate(source, ("-O3",), "round1-try0", screen=False)
     assert outcome.verdict == "wrong" and outcome.score is None
     assert all(c.verdict == "wrong" for c in outcome.cases)
     assert all("expected" in c.detail and "got" in c.detail for c in outcome.cases)
+    assert set(outcome.sanitizer) == {"racecheck", "initcheck"}
+
+
+def test_a_candidate_right_only_on_the_suites_sizes_is_told_which_unseen_case_it_failed(backend):
+    source = (FAKE / "vector_add_cpu_tiles.c").read_text()
+    outcome = backend.evaluate(source, ("-O3",), "round1-try0", screen=False)
+    assert outcome.verdict == "wrong_on_unseen" and outcome.score is None
+    assert outcome.detail.startswith("unseen case") and "--unseen-seed" in outcome.detail
+    assert "expected" in outcome.detail and "got" in outcome.detail  # its first mismatches
+    assert all(c.verdict == "skipped" for c in outcome.cases)  # not timed
     assert set(outcome.sanitizer) == {"racecheck", "initcheck"}

@@ -10,7 +10,7 @@ import pytest
 from conftest import DEVICE_EXTRAS
 from cudamaster.agents.budget import Budget, BudgetExceeded, Cost
 from cudamaster.agents.loop import LoopOptions, Optimizer
-from cudamaster.agents.outcome import CaseOutcome, FlagTrial, Outcome, ProfileView, score_noise
+from cudamaster.agents.outcome import CaseOutcome, FlagTrial, Outcome, ProfileView
 from cudamaster.agents.rundir import RunDir
 from cudamaster.device import DeviceFacts
 from cudamaster.llm.base import Completion, Provider, ProviderError, Usage
@@ -32,8 +32,9 @@ def kernel(marker: str) -> str:
 def cases(speedup: float | None, verdict: str = "ok", detail: str = "") -> list[CaseOutcome]:
     t = 0.5 / speedup if speedup else None
     common = {"bytes": 12.0 * 2**20, "flops": 2**20, "verdict": verdict, "time_ms": t,
-              "spread": 0.01, "baseline_ms": 0.5, "baseline_spread": 0.01,
-              "vs_baseline": speedup, "sol": 0.2, "detail": detail}  # fmt: skip
+              "spread": 0.01, "baseline_ms": 0.5, "vs_baseline": speedup,
+              "vs_baseline_u": 0.014 * speedup if speedup else None, "sol": 0.2,
+              "detail": detail}  # fmt: skip
     return [
         CaseOutcome(index=i, label=label, weight=w, **common) for i, (label, w) in enumerate(CASES)
     ]
@@ -41,7 +42,8 @@ def cases(speedup: float | None, verdict: str = "ok", detail: str = "") -> list[
 
 def ok(speedup: float) -> Outcome:
     c = cases(speedup)
-    return Outcome("ok", flags=["-O3"], score=speedup, noise=score_noise(c), cases=c)
+    noise = sum(x.weight * (x.vs_baseline_u or 0.0) for x in c)  # as report.ImplScore.noise
+    return Outcome("ok", flags=["-O3"], score=speedup, noise=noise, cases=c)
 
 
 MISMATCH = "C: 3/1024 elements wrong, first: [17] expected 0.5, got nan (allowed +-1e-06)"
@@ -248,7 +250,7 @@ def test_a_baseline_resubmitted_is_not_kept_as_faster(tmp_path):
     opt, _, _ = make(tmp_path, {"round1/coder": kernel("SAME")})
     state = opt.run_task()
     assert state.best.label == "baseline"  # P 1.005 within its noise of 1
-    assert state.best_candidate == {"score": 1.005, "noise": pytest.approx(0.01421, abs=1e-4)}
+    assert state.best_candidate == {"score": 1.005, "noise": pytest.approx(0.01407, abs=1e-4)}
 
 
 def test_debug_attempts_are_bounded_and_a_slower_kernel_is_not_kept(tmp_path):

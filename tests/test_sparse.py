@@ -1,6 +1,7 @@
 """The shared sparse generators: the spec's nnz table and per-format rules, the invariants of each
 format, and the powerlaw / banded structures."""
 
+import hashlib
 import itertools
 
 import numpy as np
@@ -211,10 +212,11 @@ def test_banded_structure():
 
 def test_structure_parameter():
     assert sparse.structure_of({}) == "spec"
-    assert [sparse.structure_of({"structure": s}) for s in (0, 1, 2)] == list(sparse.STRUCTURES)
+    assert [sparse.structure_of({"structure": s}) for s in (0, 1, 2, 3)] == list(sparse.STRUCTURES)
     assert sparse.structure_of({"skew": 1}) == "powerlaw"  # spmv_csr's older parameter
     assert sparse.structure_of({"skew": 0}) == "spec"
-    for bad in (3, -1, 1.5):
+    assert sparse.structure_of({"structure": 3}) == "hubs"
+    for bad in (len(sparse.STRUCTURES), -1, 1.5):
         with pytest.raises(ValueError):
             sparse.structure_of({"structure": bad})
 
@@ -229,3 +231,89 @@ def test_generators_replay_from_the_seed(structure):
         for key, value in a.items():
             assert np.array_equal(value, b[key])
         assert not np.array_equal(a["values"], c["values"])
+
+
+def _ceil_quarter(n):
+    return -(-n // 4)
+
+
+def _check_hubs(lengths, indices, lines, other, nnz):
+    """The hubs rules (cudamaster.sparse's docstring) for one matrix, lines over indices."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    width = other - _ceil_quarter(other - 1)
+    assert width == sparse.hub_width(other) and lengths.sum() == nnz == indices.size
+    assert lengths.max() == width  # the dense line is the longest (others are capped at it)
+    used = np.bincount(indices, minlength=other)
+    assert np.count_nonzero(used) == width  # the other indices are dead
+    owner = np.repeat(np.arange(lines), lengths)
+    # a dense line holds each live index once (a capped line may be as long, with duplicates)
+    assert any(
+        np.unique(indices[owner == line]).size == width for line in np.flatnonzero(lengths == width)
+    )
+    assert np.sum(lengths == 0) >= _ceil_quarter(lines - 1)  # empty lines
+    pool = lines - 1 - _ceil_quarter(lines - 1)
+    share = sparse.nnz_for(lines - 1, other, pool) if pool else 0
+    assert nnz == width + share  # the documented nnz rule
+
+
+@pytest.mark.parametrize(
+    ("rows", "cols"), [(1, 1), (1, 9), (9, 1), (2, 2), (3, 5), (8, 8), (300, 500), (4000, 70)]
+)
+def test_hubs_structure_in_every_format(rows, cols):
+    rng = np.random.default_rng(rows * 1000 + cols)
+    a = sparse.csr(rows, cols, rng, "hubs")
+    _check_compressed(a["row_offsets"], a["col_indices"], a["values"], rows, cols, a["nnz"])
+    _check_hubs(_lengths(a["row_offsets"]), a["col_indices"], rows, cols, a["nnz"])
+    c = sparse.csc(rows, cols, rng, "hubs")  # the mirror image: a dense column, Zipf rows
+    _check_compressed(c["col_offsets"], c["row_indices"], c["values"], cols, rows, c["nnz"])
+    _check_hubs(_lengths(c["col_offsets"]), c["row_indices"], cols, rows, c["nnz"])
+    b = sparse.coo(rows, cols, rng, "hubs")
+    row, col = b["row_indices"], b["col_indices"]
+    assert row.dtype == col.dtype == np.int32 and row.size == col.size == b["nnz"]
+    order = np.argsort(row, kind="stable")
+    _check_hubs(np.bincount(row, minlength=rows), col[order], rows, cols, b["nnz"])
+    d = sparse.ell(rows, cols, rng, "hubs")
+    width = sparse.ell_width(rows, d["nnz"], "hubs", cols)
+    assert d["W"] == width == sparse.hub_width(cols) and d["col_ids"].shape == (rows, width)
+    real = d["col_ids"] != -1
+    assert np.array_equal(real, np.arange(width)[None, :] < real.sum(axis=1)[:, None])  # packed
+    assert np.all(d["values"][~real] == 0.0) and np.all(d["values"][real] != 0.0)
+    _check_hubs(real.sum(axis=1), d["col_ids"][real], rows, cols, d["nnz"])
+
+
+def test_hubs_have_power_law_lines_and_zipf_indices():
+    rows, cols = 3000, 2000
+    a = sparse.csr(rows, cols, np.random.default_rng(21), "hubs")
+    lengths = _lengths(a["row_offsets"])
+    counts = np.bincount(a["col_indices"], minlength=cols)
+    rest = np.sort(lengths)[:-1]  # without the dense row
+    assert rest.max() > 10 * rest.mean()  # heavy-tailed row lengths besides the dense row
+    assert np.mean(counts == 0) >= 0.25 and np.mean(lengths == 0) >= 0.25  # many empty
+    top = np.sort(counts)[::-1]
+    assert top[0] > 50 * np.median(counts[counts > 0])  # a few columns take most entries
+    assert top[0] > 2 * top[9] > 0  # and counts fall off with rank (Zipf: ~1/rank)
+    _unsorted_with_duplicates(a["row_offsets"], a["col_indices"])
+    b = sparse.coo(rows, cols, np.random.default_rng(22), "hubs")
+    assert np.any(np.diff(b["row_indices"]) < 0)  # COO entries in random order
+
+
+def test_hubs_width_needs_the_columns():
+    with pytest.raises(ValueError):
+        sparse.ell_width(10, 10, "hubs")
+    assert sparse.ell_width(10, 10, "hubs", 9) == 7
+
+
+# sha256 (first 16 hex digits) of every format's arrays at 300 x 500, seed 11, as generated
+# before the hubs structure was added: a new structure must leave the recorded inputs as they are
+PINNED = {"spec": "c4d6e664d0f1922a", "powerlaw": "673db43e57ad6152", "banded": "9cefcac4cec2eb0c"}
+
+
+@pytest.mark.parametrize("structure", sorted(PINNED))
+def test_existing_structures_generate_the_recorded_bytes(structure):
+    digest = hashlib.sha256()
+    for make in (sparse.csr, sparse.coo, sparse.csc, sparse.ell):
+        gen = make(300, 500, np.random.default_rng(11), structure)
+        for key in sorted(gen):
+            digest.update(key.encode())
+            digest.update(np.ascontiguousarray(gen[key]).tobytes())
+    assert digest.hexdigest()[:16] == PINNED[structure]

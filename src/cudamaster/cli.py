@@ -28,6 +28,15 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 # tables written to a pipe or a file (CI logs, device runs) get room instead of 80 columns
 _WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 180
 console = Console(width=_WIDTH)
+UNSEEN_OPTION = typer.Option(
+    "--unseen",
+    min=0,
+    help="Extra cases drawn from the operator's shape space for this run and checked (never "
+    "timed) besides the suite's; 0 for none [default: 6].",
+)
+UNSEEN_SEED_OPTION = typer.Option(
+    "--unseen-seed", help="Replay the unseen cases of an earlier run (its report records the seed)."
+)
 err_console = Console(stderr=True)
 
 
@@ -191,10 +200,12 @@ def eval_cmd(
     seed: Annotated[int, typer.Option(help="Base seed of the input sets.")] = 0,
     flags: Annotated[str, typer.Option(help="Extra nvcc flags for the candidate.")] = "",
     out: Annotated[Path | None, typer.Option(help="Also write the JSON report here.")] = None,
+    unseen: Annotated[int | None, UNSEEN_OPTION] = None,
+    unseen_seed: Annotated[int | None, UNSEEN_SEED_OPTION] = None,
 ) -> None:
     """Verify FILE against the oracle and time it against the baseline and the library."""
     from .bench.evaluate import Evaluator, Impl, ImplResult, prepare, standard_impls
-    from .report import case_table, report_json, score_impl, write_json
+    from .report import case_table, report_json, score_impl, unseen_line, write_json
     from .tasks import get_task
 
     if dtype == Dtype.both or suite == Suite.both:
@@ -220,6 +231,8 @@ def eval_cmd(
             cases=picked,
             base_seed=seed,
             progress=lambda m: status.update(m),
+            unseen=unseen,
+            unseen_seed=unseen_seed,
         )
         report = ev.run([*standard_impls(task, variant), cand])
     data = report_json(task, report, device)
@@ -230,16 +243,65 @@ def eval_cmd(
     else:
         scores = [score_impl(task, report, i, device) for i in report.impls]
         console.print(case_table(task, report, scores))
+        console.print(unseen_line(report), markup=False)
         for s in scores:
             line = f"{s.label}: {s.verdict}"
             if s.score is not None:
-                line += f", P = {s.score:.3f}, geomean speedup {s.geomean:.3f}"
+                noise = f" ± {s.noise:.3f}" if s.noise else ""
+                line += f", P = {s.score:.3f}{noise}, geomean speedup {s.geomean:.3f}"
             if s.detail:
                 line += f" ({s.detail})"
             console.print(line)
     cand_result = report.impl("candidate")
     if cand_result is None or not cand_result.correct:
         raise typer.Exit(1)
+
+
+@app.command("aa")
+def aa_cmd(
+    op: Annotated[str, typer.Argument(help="Operator name (see `cudamaster tasks`).")],
+    file: Annotated[
+        Path | None, typer.Argument(help="An implementation (.cu); default: the baseline.")
+    ] = None,
+    dtype: Annotated[Dtype, typer.Option(help="fp32 or bf16.")] = Dtype.fp32,
+    suite: Annotated[Suite, typer.Option(help="paper or large.")] = Suite.paper,
+    cases: Annotated[str | None, typer.Option(help="Only these case indices, e.g. 0,3.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """An implementation (the baseline by default) timed against itself: per case, the ratio of
+    the two medians and its uncertainty. Every ratio should be 1 within it; what is not says
+    what a speedup is worth on this machine."""
+    from .bench.aa import LONG_CALL_MS, run_aa
+    from .tasks import get_task
+
+    if dtype == Dtype.both or suite == Suite.both:
+        raise UserError("aa takes one --dtype and one --suite")
+    task = get_task(op)
+    if file is not None and not file.is_file():
+        raise UserError(f"no such file: {file}")
+    picked = [int(x) for x in cases.split(",")] if cases else None
+    device = _device()
+    with err_console.status("timing it against itself") as status:
+        rep = run_aa(task, dtype.value, suite.value, device.arch, picked, status.update,
+                     file.resolve() if file else None)  # fmt: skip
+    if as_json:
+        print(json.dumps(asdict(rep) | {"device": device.name}, indent=1))
+        return
+    what = file.name if file else "baseline"
+    table = Table(title=f"A/A: {op} {what} against itself ({dtype.value}, {suite.value} suite, "
+                  f"{device.name})")  # fmt: skip
+    for col in ("case", "A ms", "B ms", "A/B", "±", "within"):
+        table.add_column(col, justify="left" if col == "case" else "right")
+    for r in rep.rows:
+        table.add_row(r.label, f"{r.a_ms:.4f}", f"{r.b_ms:.4f}", f"{r.ratio:.4f}",
+                      f"{r.uncertainty:.4f}", "yes" if r.holds else "NO")  # fmt: skip
+    console.print(table)
+    long = rep.worst(LONG_CALL_MS)
+    console.print(
+        f"{len(rep.rows) - len(rep.outside)}/{len(rep.rows)} ratios within their uncertainty; "
+        f"largest |A/B - 1|: {rep.worst():.2%}"
+        + (f" ({long:.2%} over calls of {LONG_CALL_MS * 1e3:.0f} us and more)" if long else "")
+    )
 
 
 @app.command("bench")
@@ -263,6 +325,7 @@ def bench_cmd(
             help="Run on the Ray cluster at ADDRESS ('auto': this host's), one GPU per job.",
         ),
     ] = None,
+    unseen: Annotated[int | None, UNSEEN_OPTION] = None,
 ) -> None:
     """Baseline vs library over many operators; results saved as JSON as they come."""
     from .bench.client import WorkerPool
@@ -333,7 +396,8 @@ def bench_cmd(
                 helper_cpus[gpu.uuid] = len(split.helpers) if split else len(cpus.available())
             ev = Evaluator(task, variant, s, device.arch, base_seed=seed, pool=pool,
                            preparer=preparers[gpu.uuid], then=following.get(id(job), ()),
-                           progress=lambda m: progress.update(bar, description=m))  # fmt: skip
+                           progress=lambda m: progress.update(bar, description=m),
+                           unseen=unseen)  # fmt: skip
             before = settling.get(gpu.uuid)
             try:
                 report = ev.run(standard_impls(task, variant),
@@ -862,6 +926,7 @@ def _bench_row(name: str, variant: str, suite: str, scores: dict) -> list[str]:
 
 def main() -> None:
     """Entry point: a UserError is one line on stderr and exit code 2, never a traceback."""
+    __import__("cudamaster.bench.sandbox", fromlist=["*"]).make_undumpable()  # docs/sandbox.md
     try:
         app()
     except UserError as exc:

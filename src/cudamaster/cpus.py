@@ -16,11 +16,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 ENV = "CUDAMASTER_CPUS"
+ONE_CPU_ENV = "CUDAMASTER_ONE_CPU"
 TIMING_CORES = 2  # physical cores per GPU for its workers (one times, the other waits)
 MIN_HELPER_CPUS = 4  # fewer left for the helpers: no split
 
@@ -121,3 +122,37 @@ def confine_from_env() -> None:
         return
     with contextlib.suppress(AttributeError, OSError, ValueError):  # not Linux, or no such core
         os.sched_setaffinity(0, parse(text))
+
+
+@contextlib.contextmanager
+def one_cpu() -> Iterator[int]:
+    """Every thread of this process on a single CPU, the lowest it may use, for the block (timed
+    calls): every worker of a GPU may use the same CPUs, so all of them time on the same one.
+
+    Measured (scripts/aa-causes.py, H100 host, six workers of one baseline taking turns): on two
+    timing CPUs, each worker stayed on the CPU where it started, and the CPU set its time: a
+    16 us vector_add took ~15.9 us on CPU 0 and ~16.9 us on CPU 1 (process medians 6.9% apart,
+    7x what their standard errors explain); a 60 us softmax alternated 57.8 / 60.7 us between
+    the CPUs in some runs. With every worker's calls on one CPU: 3.1% and 0.7% apart.
+
+    ONE_CPU_ENV=0 turns it off, to measure what it changes (``cudamaster aa``)."""
+    allowed = available()
+    if os.environ.get(ONE_CPU_ENV) == "0":
+        yield -1
+        return
+    cpu = min(allowed)
+    _set_threads({cpu})
+    try:
+        yield cpu
+    finally:
+        _set_threads(allowed)
+
+
+def _set_threads(cpus: set[int]) -> None:
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:  # not Linux
+        return
+    for tid in tids:
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            os.sched_setaffinity(tid, cpus)

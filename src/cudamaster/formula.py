@@ -1,7 +1,9 @@
 """Safe evaluation of the small arithmetic formulas used in task.toml.
 
 Formulas see the case parameters (and derived ones such as ``nnz``) plus ``e``, the element
-size in bytes. Integers stay Python integers, so products such as nnz*K never wrap.
+size in bytes. Integers stay Python integers, so products such as nnz*K never wrap. A
+comparison (``k <= L``, chained as in Python) gives 1 or 0: the unseen shape space's
+constraints are formulas too.
 """
 
 from __future__ import annotations
@@ -32,6 +34,14 @@ _FUNCS: dict[str, Callable[..., float | int]] = {
     "popcount": lambda x: bin(int(x)).count("1"),
     "sqrt": math.sqrt,
 }
+_COMPARE: dict[type[ast.cmpop], Callable[[float | int, float | int], bool]] = {
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+}
 
 
 def _eval(node: ast.AST, names: Mapping[str, float | int], text: str) -> float | int:
@@ -55,6 +65,14 @@ def _eval(node: ast.AST, names: Mapping[str, float | int], text: str) -> float |
         and not node.keywords
     ):
         return _FUNCS[node.func.id](*(_eval(a, names, text) for a in node.args))
+    if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
+        left = _eval(node.left, names, text)  # chained as in Python: a <= b < c
+        for op, right_node in zip(node.ops, node.comparators, strict=True):
+            right = _eval(right_node, names, text)
+            if not _COMPARE[type(op)](left, right):
+                return 0
+            left = right
+        return 1
     raise UserError(f"formula {text!r}: unsupported expression {ast.dump(node)[:60]}")
 
 
@@ -64,6 +82,17 @@ def parse(text: str) -> ast.Expression:
         return ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         raise UserError(f"formula {text!r} is not valid: {exc.msg}") from None
+
+
+def names_in(text: str) -> set[str]:
+    """The names a formula uses (function names excluded)."""
+    tree = parse(text)
+    funcs = {
+        n.func.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    }
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - funcs
 
 
 def evaluate(text: str, names: Mapping[str, float | int]) -> float | int:

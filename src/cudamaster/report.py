@@ -11,6 +11,7 @@ from rich.table import Table
 
 from . import formula
 from .bench.evaluate import CaseResult, EvalReport, ImplResult
+from .bench.ratio import Ratio, ratio
 from .bench.score import geometric_mean, speed_of_light_ms, weighted_score
 from .device import DeviceFacts
 from .tasks import Task
@@ -28,6 +29,8 @@ class CaseScore:
     vs_library: float | None
     sol_fraction: float | None
     verdict: str
+    vs_baseline_u: float | None = None  # the speedup's uncertainty (bench/ratio.py)
+    vs_library_u: float | None = None
 
 
 @dataclass
@@ -38,6 +41,7 @@ class ImplScore:
     score: float | None  # P = sum(T*S)/sum(T) vs the baseline; None unless correct on every case
     geomean: float | None
     cases: list[CaseScore]
+    noise: float | None = None  # P's uncertainty, absolute: sum(T*u)/sum(T) over the speedups'
 
 
 def work(task: Task, params: dict[str, Any], variant: str) -> tuple[float, float]:
@@ -59,6 +63,14 @@ def _time(case: CaseResult | None) -> float | None:
     return case.cold.median_ms if case is not None and case.ok and case.cold else None
 
 
+def _speedup(reference: CaseResult | None, case: CaseResult) -> Ratio | None:
+    """reference's time over the case's, when both were timed and correct (exactly 1 for the
+    same measurement)."""
+    if reference is None or not (reference.ok and reference.cold and case.ok and case.cold):
+        return None
+    return Ratio(1.0, 0.0) if reference is case else ratio(reference.cold, case.cold)
+
+
 def score_impl(
     task: Task, report: EvalReport, impl: ImplResult, device: DeviceFacts | None
 ) -> ImplScore:
@@ -67,8 +79,8 @@ def score_impl(
     rows: list[CaseScore] = []
     for i, case in enumerate(impl.cases):
         t = _time(case)
-        tb = _time(base.cases[i]) if base else None
-        tl = _time(lib.cases[i]) if lib else None
+        vb = _speedup(base.cases[i], case) if base else None
+        vl = _speedup(lib.cases[i], case) if lib else None
         sol = sol_ms(task, case, report.variant, device)
         rows.append(
             CaseScore(
@@ -78,26 +90,38 @@ def score_impl(
                 time_ms=t,
                 hot_ms=case.hot.median_ms if case.hot else None,
                 spread=case.cold.spread if case.cold else None,
-                vs_baseline=tb / t if t and tb else None,
-                vs_library=tl / t if t and tl else None,
+                vs_baseline=vb.value if vb else None,
+                vs_library=vl.value if vl else None,
                 sol_fraction=sol / t if t and sol else None,
                 verdict=case.verdict,
+                vs_baseline_u=vb.uncertainty if vb else None,
+                vs_library_u=vl.uncertainty if vl else None,
             )
         )
-    speedups = [r.vs_baseline for r in rows]
-    complete = impl.correct and all(s is not None for s in speedups)
+    speedups = [r.vs_baseline for r in rows if r.vs_baseline is not None]
+    uncertainties = [r.vs_baseline_u for r in rows if r.vs_baseline_u is not None]
+    complete = impl.correct and len(speedups) == len(uncertainties) == len(rows)
+    weights = [r.complexity for r in rows]
     return ImplScore(
         label=impl.label,
         verdict=impl.verdict,
         detail=impl.detail,
-        score=weighted_score([r.complexity for r in rows], speedups) if complete else None,  # type: ignore[arg-type]
-        geomean=geometric_mean(speedups) if complete else None,  # type: ignore[arg-type]
+        score=weighted_score(weights, speedups) if complete else None,
+        geomean=geometric_mean(speedups) if complete else None,
         cases=rows,
+        noise=weighted_score(weights, uncertainties) if complete else None,
     )
 
 
 def _fmt(x: float | None, spec: str = ".3g") -> str:
     return "-" if x is None else format(x, spec)
+
+
+def _with_u(x: float | None, u: float | None) -> str:
+    """A speedup with its uncertainty (none shown where it is 0: the baseline against itself)."""
+    if x is None:
+        return "-"
+    return f"{x:.2f}" if not u else f"{x:.2f}±{u:.2f}"
 
 
 def case_table(task: Task, report: EvalReport, scores: list[ImplScore]) -> Table:
@@ -116,11 +140,32 @@ def case_table(task: Task, report: EvalReport, scores: list[ImplScore]) -> Table
                 _fmt(c.time_ms, ".4f"),
                 _fmt(iqr, ".4f"),
                 _fmt(c.hot_ms, ".4f"),
-                _fmt(c.vs_baseline, ".2f"),
-                _fmt(c.vs_library, ".2f"),
+                _with_u(c.vs_baseline, c.vs_baseline_u),
+                _with_u(c.vs_library, c.vs_library_u),
                 _fmt(c.sol_fraction, ".1%"),
             )
     return table
+
+
+def unseen_line(report: EvalReport) -> str:
+    """One line on the unseen cases: the seed that replays them, and how each implementation
+    fared (its first failure)."""
+    if report.unseen_seed is None:
+        return "unseen cases: none drawn (--unseen 0)"
+    count = max((len(i.unseen) for i in report.impls), default=0)
+    fared = []
+    for impl in report.impls:
+        bad = next((c for c in impl.unseen if not c.ok), None)
+        if bad is not None:
+            fared.append(f"{impl.label} {bad.verdict} on case {bad.index}")
+        elif impl.unseen:
+            fared.append(f"{impl.label} ok on {len(impl.unseen)}")
+        else:
+            fared.append(f"{impl.label} not run ({impl.verdict})")
+    return (
+        f"unseen cases: {count} drawn with --unseen-seed {report.unseen_seed} "
+        f"({report.unseen_s:.1f} s): " + ", ".join(fared)
+    )
 
 
 def report_json(task: Task, report: EvalReport, device: DeviceFacts | None) -> dict[str, Any]:

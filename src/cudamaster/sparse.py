@@ -2,7 +2,7 @@
 
 Every generator draws from the numpy Generator it is given, is vectorised (no Python loop over
 entries) and returns numpy arrays: values U(-1, 1) as float64, indices and offsets as int32.
-Three structures, chosen in task.toml by the numeric case parameter ``structure``:
+Four structures, chosen in task.toml by the numeric case parameter ``structure``:
 
 - 0, "spec": the original harness's rules (MSKernelBench spec, "Common generation rules"):
   nnz = (int)(float(rows*cols) * 0.01f), at least one entry per row (per column for CSC),
@@ -12,6 +12,18 @@ Three structures, chosen in task.toml by the numeric case parameter ``structure`
 - 2, "banded": FEM-like, BAND_NNZ distinct entries per row (per column for CSC) inside a window
   of 4*BAND_NNZ + 1 around the (scaled) diagonal, in a rotated, so unsorted, order; nnz is
   lines*BAND_NNZ, not the density rule.
+- 3, "hubs": power-law line lengths AND power-law (Zipf) index counts, with empty lines and
+  empty indices and one dense line (hub_entries). For CSR/COO/ELL the lines are the rows and
+  the indices the columns; CSC is the mirror image (a dense column, empty columns, Zipf rows).
+  With L lines over O indices: a quarter of the indices, ceil((O - 1)/4), are dead (never
+  used); the other D = O - ceil((O - 1)/4) are live, and the dense line holds each live index
+  once, in random order. A quarter of the other lines, ceil((L - 1)/4), are empty; the rest
+  share max((int)(float((L - 1)*O)*0.01f), their count) entries (the density rule over the
+  L - 1 other lines) with power-law lengths capped at D, their indices drawn with replacement
+  from the live ones with Zipf weights 1/rank (ranks in random order). So nnz = D + that
+  share: a documented rule, not the spec's. The dense line is the longest; at least one line
+  is empty once L >= 2, and at least one index once O >= 2 (unseen cases draw hubs with both
+  >= 8, so there are always at least 2 of each).
 
 ELL's width W is a function of the case, not of the draw (ell_width), because every input set
 of a case must have the same buffer sizes.
@@ -25,17 +37,19 @@ from __future__ import annotations
 import numpy as np
 
 DENSITY = np.float32(0.01)
-STRUCTURES = ("spec", "powerlaw", "banded")
+STRUCTURES = ("spec", "powerlaw", "banded", "hubs")
 PARETO_SHAPE = 1.5  # tail index of the power-law lengths (finite mean, heavy tail)
 WEIGHT_CAP = 200.0  # caps a line's weight: the longest line is ~100x the mean
 BAND_NNZ = 16  # entries per line of the banded structure
 BAND_WINDOW = 4 * BAND_NNZ + 1  # columns (rows for CSC) a banded line may touch
 _CHUNK = 1 << 20  # lines per step where a (lines x BAND_NNZ) scratch is needed
+HUB_EMPTY = 4  # hubs: one in HUB_EMPTY of the other lines is empty, as are of the indices
+ZIPF_EXPONENT = 1.0  # hubs: index weights 1/rank**ZIPF_EXPONENT over the live indices
 
 
 def structure_of(params: dict) -> str:
-    """The structure a case asks for: ``structure`` = 0|1|2, default 0; spmv_csr's older
-    ``skew`` = 0|1 means spec|powerlaw."""
+    """The structure a case asks for: ``structure`` = 0|1|2|3 (STRUCTURES), default 0; the
+    older ``skew`` = 0|1 means spec|powerlaw."""
     code = params.get("structure", 1 if params.get("skew", 0) else 0)
     if int(code) != code or not 0 <= int(code) < len(STRUCTURES):
         raise ValueError(f"structure must be one of 0..{len(STRUCTURES) - 1}, not {code!r}")
@@ -99,9 +113,62 @@ def band_indices(lines: int, other: int, per_line: int, rng: np.random.Generator
     return out
 
 
+def hub_width(other: int) -> int:
+    """hubs: the live indices of ``other``, all held once by the dense line (its length)."""
+    return other - (other - 1 + HUB_EMPTY - 1) // HUB_EMPTY
+
+
+def _capped(lengths: np.ndarray, cap: int, rng: np.random.Generator) -> np.ndarray:
+    """lengths with every line cut to at most ``cap``, the entries cut spread over the lines
+    with room left (drawn without replacement from the free slots), keeping the total."""
+    capped = np.minimum(lengths, cap)
+    surplus = int(lengths.sum() - capped.sum())
+    return capped + _spread(cap - capped, surplus, rng)
+
+
+def zipf_indices(live: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` draws with replacement from ``live`` (in rank order), the k-th (from 0) with
+    weight 1/(k + 1)**ZIPF_EXPONENT: Zipf-like index counts, most of them small."""
+    if count == 0:
+        return np.empty(0, dtype=live.dtype)
+    cdf = np.cumsum(np.arange(1, live.size + 1, dtype=np.float64) ** -ZIPF_EXPONENT)
+    rank = np.searchsorted(cdf, rng.random(count) * cdf[-1], side="right")
+    return live[np.minimum(rank, live.size - 1)]
+
+
+def hub_entries(lines: int, other: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """The hubs structure (module docstring) of ``lines`` lines over ``other`` indices: the line
+    lengths, and the indices of every entry, line-major (int32)."""
+    order = rng.permutation(lines)  # order[0] is the dense line, then the empty ones
+    empty = (lines - 1 + HUB_EMPTY - 1) // HUB_EMPTY
+    pool = order[1 + empty :]  # the lines with power-law lengths
+    width = hub_width(other)
+    lengths = np.zeros(lines, dtype=np.int64)
+    lengths[order[0]] = width
+    if pool.size:
+        share = nnz_for(lines - 1, other, pool.size)
+        lengths[pool] = _capped(powerlaw_lengths(pool.size, share, rng), width, rng)
+    live = rng.permutation(other)[:width].astype(np.int32)  # in rank order; the rest are dead
+    owner = np.repeat(np.arange(lines), lengths)
+    indices = np.empty(owner.size, dtype=np.int32)
+    dense = owner == order[0]
+    indices[dense] = rng.permutation(live)  # each live index once, unsorted
+    indices[~dense] = zipf_indices(live, owner.size - width, rng)
+    return lengths, indices
+
+
 def _compressed(lines: int, other: int, rng: np.random.Generator, structure: str):
     """CSR with ``lines`` rows over ``other`` columns (CSC: the transpose): offsets, indices,
     values, nnz."""
+    if structure == "hubs":
+        lengths, indices = hub_entries(lines, other, rng)
+        nnz = int(lengths.sum())
+        offsets = np.zeros(lines + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        if nnz >= 2**31:
+            raise ValueError(f"nnz = {nnz} does not fit the int32 offsets")
+        values = rng.uniform(-1.0, 1.0, nnz)
+        return offsets.astype(np.int32), indices, values, nnz
     if structure == "banded":
         per_line = min(BAND_NNZ, other)
         nnz = lines * per_line
@@ -143,8 +210,19 @@ def coo(rows: int, cols: int, rng: np.random.Generator, structure: str = "spec")
 
     spec: entry j < rows has row j (so every row has one), the rest have uniform random rows,
     unsorted. powerlaw: power-law row counts, entries in random order. banded: the banded CSR's
-    entries in row order (as an assembled FEM matrix would come).
+    entries in row order (as an assembled FEM matrix would come). hubs: the hubs CSR's entries
+    in random order.
     """
+    if structure == "hubs":
+        offsets, cols_, values, nnz = _compressed(rows, cols, rng, structure)
+        row = np.repeat(np.arange(rows, dtype=np.int32), np.diff(offsets))
+        order = rng.permutation(nnz)
+        return {
+            "values": values[order],
+            "row_indices": row[order],
+            "col_indices": cols_[order],
+            "nnz": nnz,
+        }
     if structure == "banded":
         offsets, cols_, values, nnz = _compressed(rows, cols, rng, structure)
         row = np.repeat(np.arange(rows, dtype=np.int32), np.diff(offsets))
@@ -200,7 +278,7 @@ def force_longest(
     return lengths
 
 
-def ell_width(rows: int, nnz: int, structure: str) -> int:
+def ell_width(rows: int, nnz: int, structure: str, cols: int | None = None) -> int:
     """The ELL width W (max_nnz_per_row), a function of the case only.
 
     The harness needs every input set of a case to have the same buffer sizes, so W cannot be
@@ -209,8 +287,13 @@ def ell_width(rows: int, nnz: int, structure: str) -> int:
 
     spec: the median of the maximum of rows i.i.d. 1 + Binomial(nnz - rows, 1/rows) lengths (the
     spec's one first slot per row, the rest appended to uniform random rows). powerlaw: the
-    length of a row at the weight cap, for the mean capped weight. banded: BAND_NNZ.
+    length of a row at the weight cap, for the mean capped weight. banded: BAND_NNZ. hubs: the
+    dense row's length, hub_width(cols) (it needs ``cols``; the other rows are capped at it).
     """
+    if structure == "hubs":
+        if cols is None:
+            raise ValueError("the hubs width depends on cols")
+        return hub_width(cols)
     if structure == "banded":
         return BAND_NNZ
     if structure == "spec":
@@ -231,8 +314,21 @@ def ell(rows: int, cols: int, rng: np.random.Generator, structure: str = "spec")
     front of its W slots, padding is value 0 and column -1. W is the longest row (ell_width).
 
     spec: one first entry per row, the other nnz - rows appended to uniform random rows.
-    powerlaw: power-law row lengths. banded: BAND_NNZ per row, so no padding.
+    powerlaw: power-law row lengths. banded: BAND_NNZ per row, so no padding. hubs: the hubs
+    rows (hub_entries), W the dense row's length.
     """
+    if structure == "hubs":
+        width = ell_width(rows, 0, structure, cols)
+        if rows * width >= 2**31:
+            raise ValueError(f"rows*W = {rows * width} slots do not fit int32 indexing")
+        lengths, indices = hub_entries(rows, cols, rng)
+        nnz = int(lengths.sum())
+        used = np.arange(width)[None, :] < lengths[:, None]
+        values = np.zeros((rows, width))
+        values[used] = rng.uniform(-1.0, 1.0, nnz)
+        col_ids = np.full((rows, width), -1, dtype=np.int32)
+        col_ids[used] = indices  # row-major order is the line-major order of hub_entries
+        return {"values": values, "col_ids": col_ids, "W": width, "nnz": nnz}
     if structure == "banded":
         width = min(BAND_NNZ, cols)
         nnz = rows * width

@@ -28,6 +28,13 @@ Role = Literal["input", "output", "inplace", "accumulate", "scalar"]
 ArgDtype = Literal["T", "f32", "bf16", "i32"]
 _DIST = re.compile(r"^(uniform|randint)\(\s*(-?[\d.eE+-]+)\s*,\s*(-?[\d.eE+-]+)\s*\)$")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*$")
+#: How the harness may draw the values of an unseen case's inputs that are not generated (see
+#: bench/inputs.py): as declared; with mixed magnitudes (the declared bound times 2^-U(0, 24),
+#: signs as declared); as ties (8 distinct values); sorted ascending; sorted descending.
+VALUE_KINDS = ("declared", "mixed", "ties", "sorted", "reversed")
+#: The case parameter that carries an unseen case's value kind (an index into VALUE_KINDS).
+VALUES_PARAM = "values"
 
 
 def _check_formula(text: str) -> None:
@@ -130,6 +137,58 @@ class PaperRule(_Strict):
     budget: float = Field(default=0.0, ge=0, lt=1)
 
 
+class ShapeSpace(_Strict):
+    """``[unseen]``: the operator's valid shape space. Every correctness check also runs on
+    extra cases drawn from it (bench/unseen.py), judged and never timed.
+
+    ``dims`` gives each case parameter either an inclusive range ``"lo..hi"`` or a list of the
+    values it may take; ``where`` are constraints between them (formulas that must give a
+    non-zero value, such as ``"k <= L"``); ``values`` are the value kinds (VALUE_KINDS) that
+    the inputs the harness draws may take."""
+
+    dims: dict[str, str | list[int | float]]
+    where: list[str] = []
+    values: list[str] = ["declared"]
+
+    @field_validator("dims")
+    @classmethod
+    def _dims(cls, dims: dict[str, str | list[int | float]]) -> dict[str, str | list[int | float]]:
+        if not dims:
+            raise ValueError("dims must name every case parameter")
+        for name, dim in dims.items():
+            if isinstance(dim, str):
+                m = _RANGE.match(dim)
+                if not m or int(m.group(1)) > int(m.group(2)):
+                    raise ValueError(f"dims.{name}: {dim!r} is not a range 'lo..hi' with lo <= hi")
+            elif not dim:
+                raise ValueError(f"dims.{name}: the list of values is empty")
+        return dims
+
+    @field_validator("where")
+    @classmethod
+    def _where(cls, where: list[str]) -> list[str]:
+        for text in where:
+            _check_formula(text)
+        return where
+
+    @field_validator("values")
+    @classmethod
+    def _values(cls, values: list[str]) -> list[str]:
+        unknown = [v for v in values if v not in VALUE_KINDS]
+        if unknown or not values or len(set(values)) != len(values):
+            raise ValueError(f"values must be distinct names from {', '.join(VALUE_KINDS)}")
+        return values
+
+    def range_of(self, name: str) -> tuple[int, int] | None:
+        """The inclusive range of a range dimension; None for a listed one."""
+        dim = self.dims[name]
+        if not isinstance(dim, str):
+            return None
+        m = _RANGE.match(dim)
+        assert m is not None
+        return int(m.group(1)), int(m.group(2))
+
+
 class TaskSpec(_Strict):
     """The validated content of one task.toml."""
 
@@ -146,6 +205,7 @@ class TaskSpec(_Strict):
     metrics: Metrics
     tolerance: dict[str, Tolerance]
     paper_rule: PaperRule
+    unseen: ShapeSpace
 
     @model_validator(mode="after")
     def _consistent(self) -> TaskSpec:
@@ -161,6 +221,16 @@ class TaskSpec(_Strict):
         missing = [v for v in VARIANTS if v not in self.tolerance]
         if missing:
             raise ValueError(f"tolerance.{missing[0]} is missing")
+        params = {k for cases in self.suites.values() for case in cases for k in case}
+        if undeclared := sorted(params - set(self.unseen.dims)):
+            raise ValueError(
+                f"unseen.dims must give every case parameter ({', '.join(undeclared)})"
+            )
+        if VALUES_PARAM in params or VALUES_PARAM in self.unseen.dims:
+            raise ValueError(f"{VALUES_PARAM!r} is the harness's parameter, not a case's")
+        for text in self.unseen.where:
+            if unknown := sorted(formula.names_in(text) - set(self.unseen.dims)):
+                raise ValueError(f"unseen.where {text!r} names {', '.join(unknown)}, not a dim")
         return self
 
 

@@ -3,15 +3,25 @@
 import numpy as np
 
 from cudamaster import sparse
+from cudamaster.tasks import VALUE_KINDS, VALUES_PARAM
 
 
 def generate(params, rng, variant):
-    """The spec's CSR rule (skew 0) or power-law row lengths with the same nnz (skew 1); the
-    structures live in cudamaster.sparse, shared by every sparse task. x is drawn after A."""
+    """A in CSR with the case's structure (cudamaster.sparse: 0 the spec's rule, 1 power-law row
+    lengths with the same nnz, 2 banded, 3 hubs; the older skew 0|1 is read as 0|1), then x.
+    x is generated here, not by the harness, so an unseen case's value kind "mixed" is applied
+    here too: after x is drawn, its magnitudes become 2^-U(0, 24) with x's signs (as the
+    harness does for the inputs it draws), from the same stream."""
     rows = int(params["rows"])
     cols = int(params["cols"])
     out = sparse.csr(rows, cols, rng, sparse.structure_of(params))
     out["x"] = rng.uniform(-1.0, 1.0, cols)
+    kind = VALUE_KINDS[int(params.get(VALUES_PARAM, 0))]
+    if kind == "mixed":
+        sign = np.where(out["x"] < 0, -1.0, 1.0)
+        out["x"] = sign * np.exp2(-rng.uniform(0.0, 24.0, cols))
+    elif kind != "declared":
+        raise ValueError(f"spmv_csr's generator has no value kind {kind!r}")
     return out
 
 

@@ -15,11 +15,17 @@ SERIES_REL_TOL = 1e-15  # truncation, relative to the smallest weight
 
 def generate(params, rng, variant):
     """mask[b][i][j] = 1.0 for j > i. With random_mask = 1 the entries with j <= i are U(0, 1),
-    so about half are excluded (> 0.5) and the 0.5 threshold matters; else they are 0.0."""
+    so about half are excluded (> 0.5) and the 0.5 threshold matters; random_mask = 2 (unseen
+    cases) draws the same and excludes the diagonal j = i too, so that row 0 has no allowed key
+    (O = 0 there) whatever the draw; else they are 0.0."""
     b, s = int(params["B"]), int(params["S"])
     upper = np.triu(np.ones((s, s)), k=1)
-    if params.get("random_mask", 0):
+    mode = int(params.get("random_mask", 0))
+    if mode:
         mask = np.where(upper > 0, 1.0, rng.random((b, s, s)))
+        if mode == 2:
+            diagonal = np.arange(s)
+            mask[:, diagonal, diagonal] = 1.0
     else:
         mask = np.broadcast_to(upper, (b, s, s)).copy()
     return {"attention_mask": mask}

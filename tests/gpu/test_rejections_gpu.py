@@ -24,11 +24,30 @@ EXPECTED = {
     "mutates_input.cu": "inputs_mutated",
     "hardcoded_size.cu": "wrong",
     "calls_cublas.cu": "forbidden",
-    "dlopens_cublas.cu": "forbidden",
+    "dlopens_cublas.cu": "forbidden",  # statically: it calls dlopen
+    # escapes (docs/sandbox.md): refused by the static checks where they name what they use...
+    "dlsym_system.cu": "forbidden",
+    "reads_parent_environ.cu": "forbidden",
+    # ...else stopped by the kernel: seccomp kills the worker (SIGSYS)...
+    "system_via_elf_walk.cu": "sandbox_violation",
+    "opens_socket.cu": "sandbox_violation",
+    "reads_other_proc_mem.cu": "sandbox_violation",
+    # ...or Landlock refuses the file (EACCES), and the fixture's output is right only where the
+    # read worked: refused, it writes -errno into C[0]
+    "reads_parent_environ_by_address.cu": "wrong",
 }
+# the system call each sandbox_violation names (system() blocks signals first: it may be unnamed)
+BLOCKED = {"opens_socket": "socket", "reads_other_proc_mem": "process_vm_readv"}
+
+
+def marker(label: str) -> Path:
+    """Where an escape that worked leaves its proof."""
+    return Path(f"/tmp/cudamaster-escaped-{label}")
 
 
 def test_known_wrong_implementations_are_rejected_for_the_right_reason(arch, record):
+    for name in EXPECTED:
+        marker(name.removesuffix(".cu")).unlink(missing_ok=True)
     task = get_task("vector_add")
     impls = [Impl("baseline", task.source("baseline", "fp32"), trusted=True)]
     impls += [Impl(name.removesuffix(".cu"), FIX / "wrong" / name) for name in EXPECTED]
@@ -38,6 +57,9 @@ def test_known_wrong_implementations_are_rejected_for_the_right_reason(arch, rec
     report = ev.run(impls)
     got = {i.label: (i.verdict, i.detail) for i in report.impls}
     record("rejections", got)
+    record("sandbox", {k: report.device.get(k) for k in ("sandbox", "sandbox_gaps")})
+    escaped = [name for name in EXPECTED if marker(name.removesuffix(".cu")).exists()]
+    assert not escaped, f"escaped the sandbox: {escaped}"
     for name, verdict in EXPECTED.items():
         label = name.removesuffix(".cu")
         assert got[label][0] == verdict or (
@@ -47,6 +69,12 @@ def test_known_wrong_implementations_are_rejected_for_the_right_reason(arch, rec
         "illegal memory access" in got["illegal_address"][1] or got["illegal_address"][0] == "crash"
     )
     assert "case 4" in got["hardcoded_size"][1]  # right on N = 1024, wrong on N = 2^18
+    assert "calls dlsym" in got["dlsym_system"][1]
+    assert "std::basic_ifstream" in got["reads_parent_environ"][1]
+    for label, call in BLOCKED.items():
+        assert f"blocked {call} " in got[label][1], got[label]
+    assert "the sandbox stopped it" in got["system_via_elf_walk"][1]
+    assert "got -13" in got["reads_parent_environ_by_address"][1]  # EACCES
     assert got["baseline"][0] == "ok" and got["good"][0] == "ok"
     good = report.impl("good")
     base = report.impl("baseline")

@@ -15,7 +15,7 @@ from cudamaster.tasks import discover
 
 pytestmark = pytest.mark.gpu
 WRONG_OPS = Path(__file__).resolve().parents[1] / "fixtures" / "wrong_ops"
-REJECTED = {"wrong", "wrong_when_timed", "wrong_on_fresh_inputs"}
+REJECTED = {"wrong", "wrong_when_timed", "wrong_on_fresh_inputs", "wrong_on_unseen"}
 FAST = TimingPolicy(warmup=1, batch=3, min_samples=3, max_samples=6, time_cap_s=0.2)
 
 

@@ -28,7 +28,7 @@ from ..profile.run import sanitize
 from ..report import score_impl, work
 from ..tasks import Task
 from . import flags as flag_rules
-from .outcome import CaseOutcome, FlagTrial, Outcome, ProfileView, score_noise
+from .outcome import CaseOutcome, FlagTrial, Outcome, ProfileView
 
 log = logging.getLogger(__name__)
 POOL = WorkerPool()  # baseline and library workers, reused across evaluations (per GPU)
@@ -40,6 +40,9 @@ SANITIZERS = {
     "crash": ("memcheck",), "runtime_error": ("memcheck",),
     "wrong": ("racecheck", "initcheck"), "wrong_when_timed": ("racecheck", "initcheck"),
     "wrong_on_fresh_inputs": ("racecheck", "initcheck"), "unsynchronized": ("racecheck",),
+    # wrong on an unseen case: the tools run on the suite's lightest case, where a race or an
+    # uninitialised read may show even if the output there came out right
+    "wrong_on_unseen": ("racecheck", "initcheck"),
 }  # fmt: skip
 SANITIZER_TIMEOUT_S = 120
 
@@ -104,8 +107,8 @@ def outcome_of(task: Task, variant: str, report: EvalReport, impl: ImplResult,
             index=case.index, label=s.label, weight=case.complexity / total, bytes=nbytes,
             flops=flops, verdict=case.verdict, time_ms=s.time_ms, spread=s.spread,
             baseline_ms=b.cold.median_ms if b is not None and b.ok and b.cold else None,
-            baseline_spread=b.cold.spread if b is not None and b.ok and b.cold else None,
-            vs_baseline=s.vs_baseline, vs_library=s.vs_library, sol=s.sol_fraction,
+            vs_baseline=s.vs_baseline, vs_baseline_u=s.vs_baseline_u, vs_library=s.vs_library,
+            sol=s.sol_fraction,
             detail="" if case.ok else _case_detail(task, variant, case),
         ))  # fmt: skip
     resources = []
@@ -115,7 +118,7 @@ def outcome_of(task: Task, variant: str, report: EvalReport, impl: ImplResult,
                      for k in impl.build.resources]  # fmt: skip
     score = scored.score if impl.correct else None
     return Outcome(verdict=impl.verdict, detail=impl.detail, flags=list(flags), score=score,
-                   noise=score_noise(cases) if score is not None else None,
+                   noise=scored.noise if score is not None else None,
                    geomean=scored.geomean, cases=cases, resources=resources)  # fmt: skip
 
 

@@ -3,8 +3,7 @@ directory keeps (JSON, read back with ``Outcome.from_dict``)."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 
@@ -21,8 +20,8 @@ class CaseOutcome:
     time_ms: float | None = None  # cold-L2 median
     spread: float | None = None  # IQR / median of the candidate's timed calls
     baseline_ms: float | None = None
-    baseline_spread: float | None = None
     vs_baseline: float | None = None
+    vs_baseline_u: float | None = None  # the speedup's uncertainty (bench/ratio.py)
     vs_library: float | None = None
     sol: float | None = None  # fraction of the speed of light
     detail: str = ""  # why the case failed, with its first mismatches
@@ -47,7 +46,7 @@ class Outcome:
     detail: str = ""
     flags: list[str] = field(default_factory=list)  # the reported build's nvcc flags
     score: float | None = None  # P = sum(T*S)/sum(T) against the baseline (correct only)
-    noise: float | None = None  # P's noise, absolute (see score_noise)
+    noise: float | None = None  # P's uncertainty, absolute (report.ImplScore.noise)
     geomean: float | None = None
     cases: list[CaseOutcome] = field(default_factory=list)
     resources: list[str] = field(default_factory=list)  # ptxas, one line per kernel
@@ -76,7 +75,10 @@ class Outcome:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Outcome:
         data = dict(data)
-        data["cases"] = [CaseOutcome(**c) for c in data.get("cases", [])]
+        known = {f.name for f in fields(CaseOutcome)}  # a run kept before a field was dropped
+        data["cases"] = [
+            CaseOutcome(**{k: v for k, v in c.items() if k in known}) for c in data.get("cases", [])
+        ]
         data["trials"] = [FlagTrial(**t) for t in data.get("trials", [])]
         return cls(**data)
 
@@ -88,17 +90,3 @@ class ProfileView:
     case: str  # "3 (N=64 C=4096)"
     text: str | None
     error: str | None = None
-
-
-def score_noise(cases: list[CaseOutcome]) -> float | None:
-    """The score's noise: sum_i w_i * S_i * sqrt(s_i^2 + b_i^2), with w_i the case's weight,
-    S_i its speedup and s_i, b_i the spreads (IQR / median) of the candidate's and the
-    baseline's timed calls in that case. The spread, not the median's standard error: an
-    implementation timed against itself differs from itself by a few percent between worker
-    processes (A/A on H100 and H200), about the spread and well beyond the standard error."""
-    total = 0.0
-    for c in cases:
-        if c.vs_baseline is None or c.spread is None or c.baseline_spread is None:
-            return None
-        total += c.weight * c.vs_baseline * math.hypot(c.spread, c.baseline_spread)
-    return total

@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 
 from ..errors import UserError
+from .client import without_secrets
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,9 @@ def nvcc() -> str:
 
 @cache
 def nvcc_version() -> str:
-    out = subprocess.run([nvcc(), "--version"], capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [nvcc(), "--version"], capture_output=True, text=True, check=False, env=without_secrets()
+    )
     m = re.search(r"release ([\d.]+), V([\d.]+)", out.stdout)
     return m.group(2) if m else out.stdout.strip().splitlines()[-1]
 
@@ -245,9 +248,10 @@ def _compile(
     cmd = [nvcc(), *flags, "-o", str(library), str(out_dir / "source.cu"), *link]
     log.debug("nvcc: %s", " ".join(cmd))
     try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, check=False, timeout=NVCC_TIMEOUT_S
-        )
+        proc = subprocess.run(  # nvcc (and the host compiler) never see the keys
+            cmd, capture_output=True, text=True, check=False, timeout=NVCC_TIMEOUT_S,
+            env=without_secrets(),
+        )  # fmt: skip
     except subprocess.TimeoutExpired:
         log_path.write_text(f"$ {' '.join(cmd)}\nnvcc timed out after {NVCC_TIMEOUT_S} s\n")
         message = f"nvcc timed out after {NVCC_TIMEOUT_S} s on {source.name}"

@@ -1,4 +1,10 @@
-"""The coordinator's handle on one worker process: spawn, request with a timeout, kill."""
+"""The coordinator's handle on one worker process: spawn, request with a timeout, kill.
+
+A worker killed by SIGSYS was stopped by its sandbox (bench/sandbox.py): the verdict is
+``sandbox_violation``, with the line the worker wrote naming the blocked system call. Whatever
+confinement a worker cannot apply (its Init reply's ``sandbox_gaps``) is logged once per
+process, and recorded in every report with the rest of the Init reply.
+"""
 
 from __future__ import annotations
 
@@ -22,24 +28,33 @@ from .protocol import (
     Exit,
     Fatal,
     InitReply,
+    LoadReply,
     ProtocolError,
     Reply,
     Request,
+    SetupReply,
     decode_reply,
     encode_request,
 )
+from .sandbox import TAG, WORKER_ENV
 
 log = logging.getLogger(__name__)
 
-#: Environment variables never passed to a worker (API keys and other secrets).
+#: Environment variables never passed to a worker, nvcc or binutils (API keys, other secrets).
 SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
 R = TypeVar("R", bound=Reply)
+_warned: set[str] = set()  # sandbox gaps already logged by this process
+
+
+def without_secrets() -> dict[str, str]:
+    """This process's environment without anything whose name looks like a secret."""
+    return {k: v for k, v in os.environ.items() if not SECRET.search(k)}
 
 
 def worker_env() -> dict[str, str]:
     """The parent's environment without anything that looks like a secret; a thread pinned to
     a GPU (cudamaster.gpus.pin) gets only that GPU."""
-    env = {k: v for k, v in os.environ.items() if not SECRET.search(k)}
+    env = without_secrets()
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
     env["PYTHONUNBUFFERED"] = "1"
@@ -50,7 +65,8 @@ def worker_env() -> dict[str, str]:
 
 
 class WorkerDied(Exception):
-    """The worker crashed, exited or hung; ``verdict`` is crash, timeout or runtime_error."""
+    """The worker crashed, exited or hung; ``verdict`` is crash, timeout, runtime_error or
+    sandbox_violation."""
 
     def __init__(self, verdict: str, detail: str) -> None:
         super().__init__(detail)
@@ -72,9 +88,10 @@ class WorkerClient:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
-            env={**worker_env(), **cpus.env(cores)},
+            env={**worker_env(), **WORKER_ENV, **cpus.env(cores)},
             start_new_session=True,
         )
+        self.sandbox: list[str] = []  # the confinement in force, as the worker last said
         self.selector = selectors.DefaultSelector()
         assert self.proc.stdout is not None
         self.selector.register(self.proc.stdout, selectors.EVENT_READ)
@@ -120,14 +137,36 @@ class WorkerClient:
         if isinstance(reply, Fatal):
             self.kill()
             raise WorkerDied(reply.verdict, reply.error)
+        if isinstance(reply, InitReply):
+            self.sandbox = []
+            for gap in reply.sandbox_gaps:
+                if gap not in _warned:
+                    _warned.add(gap)
+                    log.warning("sandbox: %s", gap)
+        elif isinstance(reply, LoadReply | SetupReply):
+            self.sandbox = list(reply.sandbox)
         return reply
 
     def _died(self) -> WorkerDied:
         code = self.proc.wait(timeout=30)
+        if code == -signal.SIGSYS:
+            return WorkerDied("sandbox_violation", self._violation())
         if code < 0:
             sig = signal.Signals(-code).name
             return WorkerDied("crash", f"worker killed by {sig}; stderr: {self.stderr_tail()}")
         return WorkerDied("crash", f"worker exited with code {code}; stderr: {self.stderr_tail()}")
+
+    def _violation(self) -> str:
+        """What the sandbox stopped: the line the worker's SIGSYS handler wrote."""
+        try:
+            text = Path(self.stderr.name).read_text(errors="replace")
+        except OSError:
+            text = ""
+        said = [ln.removeprefix(TAG).strip() for ln in text.splitlines() if ln.startswith(TAG)]
+        # unnamed where the call was made with signals blocked (glibc's posix_spawn, under
+        # system()): the kernel then kills without running the handler
+        what = said[-1] if said else "a forbidden system call (killed by SIGSYS, unnamed)"
+        return f"the sandbox stopped it: {what}"
 
     @property
     def alive(self) -> bool:

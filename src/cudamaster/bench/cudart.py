@@ -59,6 +59,9 @@ class CudaError(RuntimeError):
         self.code = code
 
 
+HOST_REGISTER_READ_ONLY = 0x08  # cudaHostRegisterReadOnly
+
+
 class CudaRuntime:
     """The few runtime calls the harness needs, with errors raised as CudaError."""
 
@@ -149,14 +152,15 @@ class CudaRuntime:
             self.lib.cudaMemcpy(array.ctypes.data, ptr, array.nbytes, MEMCPY_D2H),
         )
 
-    def register(self, array) -> bool:
-        """Page-lock a host array (a shared file mapping) so that copies into it run at full
+    def register(self, array, read_only: bool = False) -> bool:
+        """Page-lock a host array (a shared file mapping) so that copies into or, with
+        ``read_only`` (a read-only mapping: cudaHostRegisterReadOnly), out of it run at full
         speed; False where the runtime refuses (nothing is registered then)."""
         fn = getattr(self.lib, "cudaHostRegister", None)
         if fn is None or array.nbytes == 0:
             return False
         fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]
-        if fn(array.ctypes.data, array.nbytes, 0) != 0:
+        if fn(array.ctypes.data, array.nbytes, HOST_REGISTER_READ_ONLY if read_only else 0) != 0:
             self.lib.cudaGetLastError()  # not sticky: clear it, the copy works unpinned
             return False
         return True

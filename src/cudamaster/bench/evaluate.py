@@ -8,6 +8,10 @@ not use, is checked too (an implementation that caches, or leaves work running p
 differs there); finally a fresh input set is checked again. Only an implementation whose every
 check passed gets times in the report.
 
+Before the suite's cases, every implementation is checked (never timed) on a few unseen cases
+drawn for this evaluation from the operator's shape space (bench/unseen.py): other sizes in every
+dimension, other input structures and value kinds. One that fails there is not timed at all.
+
 The inputs and oracles come from cudamaster.bench.prepare, cases ahead, which also judges the
 outputs, while the GPU goes on: the first outputs while they are timed, the timed and re-checked
 outputs while the next case loads and makes its first calls (a wrong first output costs only
@@ -52,6 +56,7 @@ from .protocol import (
 )
 from .symbols import SymbolReport, check_library, defines_symbol
 from .timing import TimingPolicy, TimingStats, exhausted, settled, summarize
+from .unseen import UNSEEN_CASES, UnseenDraw, draw, label
 from .verify import CheckResult
 
 log = logging.getLogger(__name__)
@@ -104,6 +109,7 @@ class ImplResult:
     build: BuildResult | None = None
     symbols: SymbolReport | None = None
     cases: list[CaseResult] = field(default_factory=list)
+    unseen: list[CaseResult] = field(default_factory=list)  # judged, never timed
 
     @property
     def correct(self) -> bool:
@@ -121,6 +127,8 @@ class EvalReport:
     impls: list[ImplResult]
     wall_s: float = 0.0
     gpu: dict[str, Any] | None = None  # the GPU this ran on, when pinned (cudamaster.gpus)
+    unseen_seed: int | None = None  # replays the unseen cases' draw (--unseen-seed)
+    unseen_s: float = 0.0  # wall time of the unseen cases' checks
     # per case, where the coordinator's wall time went (seconds): waiting for the inputs, input
     # sets loaded by the workers, first calls made, the previous case settled (its verdicts
     # waited for), timed turns, then the first calls' verdicts, the re-check and hot timing,
@@ -183,12 +191,15 @@ class Evaluator:
         preparer: Preparer | None = None,
         then: Sequence[tuple[Task, str, str]] = (),
         cores: cpus.Split | Literal["auto"] | None = "auto",
+        unseen: int | None = None,
+        unseen_seed: int | None = None,
     ) -> None:
         """``preparer`` makes the inputs (one of its own when None); ``then`` are the (task,
         variant, suite) jobs that the same preparer serves next, in order, whose first cases
         it prepares during this evaluation's last cases; ``cores`` are the workers' cores and
         the preparer's (cudamaster.cpus; "auto": this host's split for the pinned GPU, None: no
-        split)."""
+        split); ``unseen`` cases (None: UNSEEN_CASES) are drawn from the task's shape space with
+        ``unseen_seed`` (a fresh one when None), and checked before the suite's."""
         self.task, self.variant, self.suite, self.arch = task, variant, suite, arch
         self.policy = policy or TimingPolicy()
         self.base_seed = base_seed
@@ -200,6 +211,8 @@ class Evaluator:
         self.preparer = preparer
         self.then = then
         self.cores = cpus.split() if cores == "auto" else cores
+        unseen = UNSEEN_CASES if unseen is None else unseen
+        self.unseen = draw(task, unseen, unseen_seed) if unseen else UnseenDraw(0, ())
         self.device: dict[str, Any] = {}
         self.phases: list[dict[str, float]] = []
         self._report: EvalReport | None = None  # the last run's
@@ -228,7 +241,9 @@ class Evaluator:
         live.info = info
         self.device = self.device or asdict(info)
         library = str(live.result.build.library)
-        reply = worker.request(60, Load(library, self.task.symbol(self.variant), self.arg_specs))
+        reply = worker.request(
+            60, Load(library, self.task.symbol(self.variant), self.arg_specs, live.impl.trusted)
+        )
         if not reply.ok:
             worker.close()
             raise WorkerDied(reply.verdict or "load_error", reply.error)
@@ -343,18 +358,7 @@ class Evaluator:
         # hot L2 timing (back-to-back calls, no flush) while the re-checks are judged
         rechecked = []
         for lv in passed:
-            res = results[lv.impl.label]
-            try:
-                assert lv.worker is not None
-                reply = lv.worker.request(self.call_timeout_s, Run(RECHECK_SET))
-            except WorkerDied as exc:
-                self._fail(lv, res, exc.verdict, exc.detail)
-                continue
-            if reply.changed_inputs:
-                res.verdict = "inputs_mutated"
-                res.detail = "a later call changed input(s) " + ", ".join(reply.changed_inputs)
-            else:
-                ask = prepared.ask(RECHECK_SET, _slot(lv, reply.outputs), full=False)
+            if (ask := self._recheck(lv, results[lv.impl.label], prepared)) is not None:
                 rechecked.append((lv, ask))
         hot = self._time_hot([lv for lv, _ in rechecked], results, prep)
         for lv in active:
@@ -367,6 +371,79 @@ class Evaluator:
         mark.times["helper_cpu"] = round(prep.cpu_seconds() - cpu_case, 4)
         passed_timed = [(lv, j) for lv, j in saved if lv in passed]
         return _Settle(prepared, results, passed_timed, rechecked, hot, mark.times)
+
+    def _check_unseen(
+        self, case: Case, lives: list[_Live], prep: Preparer, after: list[tuple[Task, str, Case]]
+    ) -> None:
+        """One unseen case: a checked call, then one on a fresh input set, each judged before
+        going on (the cases are small); an implementation that fails gets its verdict now, with
+        the seed that replays the draw, and no further case."""
+        active = [lv for lv in lives if not lv.stop and lv.result.verdict == "pending"]
+        if not active:
+            return
+        prepared = prep.take(self.task, self.variant, case, self.base_seed)
+        prep.ahead(after, self.base_seed)
+        sets = prepared.sets
+        params = dict(sets[0].params)
+        complexity = self.task.complexity(params, self.variant)
+        results = {
+            lv.impl.label: CaseResult(case.index, params, complexity, prepared.seeds)
+            for lv in active
+        }
+        for lv in active:
+            lv.result.unseen.append(results[lv.impl.label])
+        arg_bytes = tuple(replace(a, nbytes=sets[0].nbytes.get(a.name, 0)) for a in self.arg_specs)
+        scalars = tuple(tuple(inp.call_scalars) for inp in sets)
+        times: dict[str, float] = {}
+        try:
+            loaded = self._setup_all(
+                active, results, prep.root, prepared.case_dir, arg_bytes, scalars
+            )
+            for lv, outputs in self._first_calls(loaded, results):
+                res = results[lv.impl.label]
+                res.checks = self._verdict(prepared.ask(CHECK_SET, outputs), times)
+                if bad := [c for c in res.checks if not c.passed]:
+                    res.verdict, res.detail = "wrong", "; ".join(c.summary() for c in bad)
+                    continue
+                if (ask := self._recheck(lv, res, prepared)) is None:
+                    continue
+                if bad := self._verdict(ask, times):
+                    res.verdict = "wrong_on_fresh_inputs"
+                    res.detail = "; ".join(c.summary() for c in bad)
+                else:
+                    res.verdict = "ok"
+            for lv in active:
+                if lv.worker is not None:
+                    try:
+                        lv.worker.request(60, Release())
+                    except WorkerDied as exc:
+                        self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
+        finally:
+            prepared.discard()
+        for lv in active:
+            res = results[lv.impl.label]
+            if res.verdict != "ok":
+                verdict = "wrong_on_unseen" if res.verdict.startswith("wrong") else res.verdict
+                lv.result.verdict = verdict
+                lv.result.detail = (
+                    f"unseen case {case.index} ({label(case)}; replay with --unseen-seed "
+                    f"{self.unseen.seed}): {res.detail}"
+                )
+
+    def _recheck(self, lv: _Live, res: CaseResult, prepared: Prepared) -> Judgement | None:
+        """A call on a fresh input set (into the first call's slot, judged by now), its outputs
+        asked of the preparer; None where it failed already (the verdict is set)."""
+        try:
+            assert lv.worker is not None
+            reply = lv.worker.request(self.call_timeout_s, Run(RECHECK_SET))
+        except WorkerDied as exc:
+            self._fail(lv, res, exc.verdict, exc.detail)
+            return None
+        if reply.changed_inputs:
+            res.verdict = "inputs_mutated"
+            res.detail = "a later call changed input(s) " + ", ".join(reply.changed_inputs)
+            return None
+        return prepared.ask(RECHECK_SET, _slot(lv, reply.outputs), full=False)
 
     def _first_calls(
         self, loaded: list[_Live], results: dict[str, CaseResult]
@@ -528,7 +605,8 @@ class Evaluator:
 
         def setup(lv: _Live) -> SetupReply:
             assert lv.worker is not None
-            slots = str(scratch / f"out-{lv.impl.label}-{lv.worker.proc.pid}")
+            # each worker writes its own folder, and no other's (bench/sandbox.py)
+            slots = str(scratch / "slots" / f"out-{lv.impl.label}-{lv.worker.proc.pid}")
             reply = lv.worker.request(120, Setup(str(case_dir), N_SETS, arg_bytes, scalars, slots))
             lv.layout = reply.layout
             return reply
@@ -602,9 +680,10 @@ class Evaluator:
         if self.case_filter is not None:
             cases = [c for c in cases if c.index in self.case_filter]
         prep = self.preparer or Preparer(self.work_dir, self.cores.helpers if self.cores else None)
-        upcoming = [(self.task, self.variant, c) for c in cases]
+        unseen = list(self.unseen.cases)
+        upcoming = [(self.task, self.variant, c) for c in unseen + cases]
         for then_task, then_variant, then_suite in self.then:
-            if len(upcoming) > len(cases) + MAX_AHEAD:
+            if len(upcoming) > len(unseen) + len(cases) + MAX_AHEAD:
                 break
             upcoming += [(then_task, then_variant, c) for c in then_task.cases(then_suite)]
         self._report = EvalReport(
@@ -617,9 +696,15 @@ class Evaluator:
             impls=results,
             gpu=gpu.as_dict() if (gpu := pinned()) else None,
             phases=self.phases,
+            unseen_seed=self.unseen.seed if unseen else None,
         )
         try:
-            for k, case in enumerate(cases):
+            t_unseen = time.monotonic()
+            for k, case in enumerate(unseen):
+                self.progress(f"{self.task.name} {self.variant} unseen case {k}: {label(case)}")
+                self._check_unseen(case, lives, prep, upcoming[k + 1 :])
+            self._report.unseen_s = round(time.monotonic() - t_unseen, 4)
+            for k, case in enumerate(cases, start=len(unseen)):
                 self.progress(
                     f"{self.task.name} {self.variant} {self.suite} case {case.index}: {case.label}"
                 )

@@ -14,7 +14,7 @@ from .. import formula
 from ..dtypes import ITEMSIZE, STORAGE, concrete, f32_to_bf16_bits, to_float64, to_storage
 from ..errors import UserError
 from ..parallel import over_rows, threads
-from ..tasks import Case, Task
+from ..tasks import VALUE_KINDS, VALUES_PARAM, Case, Task
 
 
 def case_seed(task: str, variant: str, case: Case, set_index: int, base_seed: int) -> int:
@@ -104,6 +104,33 @@ def _store(values: np.ndarray, dtype: str) -> np.ndarray:
     return out
 
 
+def _shape_values(
+    values: np.ndarray, kind: str, dist: tuple[str, float, float], seq: np.random.SeedSequence
+) -> np.ndarray:
+    """Drawn values (flat, from ``dist``) given the value kind of an unseen case (VALUE_KINDS);
+    every kind stays inside the declared range."""
+    if kind == "sorted":
+        return np.sort(values)
+    if kind == "reversed":
+        return np.sort(values)[::-1].copy()
+    rng = np.random.default_rng(seq)
+    if kind == "ties":
+        distinct = np.unique(values[: min(values.size, 64)])[:8]
+        return distinct[rng.integers(0, distinct.size, values.size)].astype(values.dtype)
+    if kind == "mixed" and dist[0] == "uniform":
+        _, low, high = dist
+        scale = np.exp2(-rng.uniform(0.0, 24.0, values.size))
+        if low < 0 < high:
+            negative = rng.random(values.size) < -low / (high - low)
+            mixed = np.where(negative, low * scale, high * scale)
+        elif low >= 0:
+            mixed = low + (high - low) * scale
+        else:
+            mixed = high - (high - low) * scale
+        return mixed.astype(values.dtype)
+    return values
+
+
 def make_inputs(task: Task, case: Case, variant: str, seed: int) -> InputSet:
     """Generate one input set: the task's generator first (structured inputs), then defaults."""
     rng = np.random.default_rng(seed)
@@ -116,6 +143,7 @@ def make_inputs(task: Task, case: Case, variant: str, seed: int) -> InputSet:
             else:
                 params[key] = value
     names = task.names(params, variant)
+    kind = VALUE_KINDS[int(params.get(VALUES_PARAM, 0))]
     result = InputSet(seed=seed, params=params)
     for position, arg in enumerate(task.spec.args):
         arg_seq = np.random.SeedSequence([seed, position])  # each argument its own stream
@@ -153,6 +181,8 @@ def make_inputs(task: Task, case: Case, variant: str, seed: int) -> InputSet:
             else:
                 assert shape is not None
                 values = _draw(arg_seq, arg.distribution(), int(np.prod(shape)), dtype)
+                if kind != "declared":
+                    values = _shape_values(values, kind, arg.distribution(), arg_seq.spawn(1)[0])
             result.stored[arg.name] = _store(np.asarray(values).reshape(-1), dtype)
         elif shape is None:
             raise UserError(f"{task.name}: output {arg.name} needs a shape")

@@ -248,7 +248,8 @@ class Preparer:
             self._start()
         self._next_id += 1
         rid = self._next_id
-        prepared = Prepared(rid, key, key.seeds(task.name), self.root / f"r{rid}", _owner=self)
+        case_dir = self.root / "cases" / f"r{rid}"  # a sandboxed worker reads cases/ only
+        prepared = Prepared(rid, key, key.seeds(task.name), case_dir, _owner=self)
         self._cases[rid] = prepared
         self._send(("prepare", rid, key, str(prepared.case_dir), self._footprint(task, key)))
         return prepared

@@ -52,6 +52,10 @@ class InitReply(Reply):
     l2_bytes: int
     cc: str  # compute capability, e.g. "90"
     cudart: str  # the CUDA runtime library loaded
+    # the confinement this worker puts on a candidate (bench/sandbox.py: nocaps, seccomp,
+    # landlock, ...) and, one line each, what is not enforced and why (kernel, CUDAMASTER_SANDBOX)
+    sandbox: list[str] = field(default_factory=list)
+    sandbox_gaps: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ class LoadReply(Reply):
     loaded: list[str] = field(default_factory=list)
     verdict: str | None = None  # load_error | missing_symbol, where it did not load
     error: str = ""
+    sandbox: list[str] = field(default_factory=list)  # the confinement in force now
 
     @property
     def ok(self) -> bool:
@@ -70,6 +75,7 @@ class LoadReply(Reply):
 @dataclass(frozen=True)
 class SetupReply(Reply):
     layout: dict[str, tuple[int, int]]  # per output: (offset, bytes) in an output slot
+    sandbox: list[str] = field(default_factory=list)  # the confinement in force now
 
 
 @dataclass(frozen=True)
@@ -158,11 +164,14 @@ class Init(Request[InitReply], cmd="init"):
 
 @dataclass(frozen=True)
 class Load(Request[LoadReply], cmd="load"):
-    """Load the implementation's library and find its entry function."""
+    """Load the implementation's library and find its entry function. A sandboxed worker
+    loads a ``trusted`` one (baselines, library baselines) now, under the trusted profile, and
+    an untrusted one at its first Setup, under the full profile (bench/sandbox.py)."""
 
     library: str
     symbol: str
     args: tuple[ArgSpec, ...]
+    trusted: bool = False
 
 
 @dataclass(frozen=True)

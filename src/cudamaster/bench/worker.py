@@ -14,6 +14,13 @@ nothing: verdicts are the coordinator's. A crash, a CUDA error or a hang ends on
 Protocol (bench/protocol.py): one JSON request per line on stdin; one JSON reply per line on
 the original stdout, which is moved to a private descriptor so that anything the implementation
 prints goes to stderr.
+
+Confinement (bench/sandbox.py, docs/sandbox.md): the worker process puts a Landlock layer on
+itself at start (no other process's /proc entries), confines itself further before a trusted
+library is loaded, and loads a candidate's library only at its first case, once the full
+profile, whose files are the folder of the case and slot folders, is in force: the library's
+constructors run at dlopen. A Worker made by other code (the profile target under ncu, which
+injects itself into the process) is not confined, and says so in its replies.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cpus import one_cpu
 from .cudart import (
     ATTR_CC_MAJOR,
     ATTR_CC_MINOR,
@@ -63,12 +71,17 @@ from .protocol import (
     decode_request,
     encode_reply,
 )
+from .sandbox import Confinement, Profile
 from .symbols import VENDOR_LIBRARY_FILES
 
 POISON_BYTE = 0xFF  # all-ones is NaN in fp32 and bf16, and -1 in int32
 SCALAR_CTYPES = {"i32": ctypes.c_int, "f32": ctypes.c_float, "bf16": ctypes.c_uint16}
 PLACEMENTS = 8  # buffer placements that cold timed calls rotate over, at most
 PLACEMENT_SHARE = 0.125  # of the device memory free at the first cold batch, at most, for them
+#: How the worker's synchronize waits, set through SYNC_ENV (unset: the runtime's automatic
+#: choice): cudaDeviceScheduleSpin, Yield or BlockingSync.
+SYNC_ENV = "CUDAMASTER_SYNC"
+SYNC_FLAGS = {"spin": 1, "yield": 2, "blocking": 4}
 # output slots: per case one for the checked calls (first and re-check), one for the last timed
 # call; a case's slots are read until the next case, its first calls made, waits for their
 # verdicts (bench.evaluate), so three in turn suffice: case k writes slots 2k and 2k+1 (mod 3)
@@ -99,6 +112,18 @@ class ArgBuffers:
     moved_work: list[int] = field(default_factory=list)
 
 
+class LoadFailed(Exception):
+    """A candidate's library, loaded at its first case, did not load (``verdict``: load_error
+    or missing_symbol); the worker answers Fatal with that verdict."""
+
+    def __init__(self, verdict: str, error: str) -> None:
+        super().__init__(error)
+        self.verdict = verdict
+
+
+UNCONFINED = "unconfined: not started as a sandboxed worker (the profile target runs under ncu)"
+
+
 @dataclass
 class Slot:
     """An output file, mapped (and page-locked where the runtime allows)."""
@@ -109,7 +134,10 @@ class Slot:
 
 
 class Worker:
-    def __init__(self) -> None:
+    def __init__(self, confinement: Confinement | None = None) -> None:
+        """``confinement``: the sandbox this process puts on itself (None: none)."""
+        self.confinement = confinement
+        self.pending: Load | None = None  # a candidate's library, loaded at its first case
         self.rt: CudaRuntime | None = None
         self.fn: Any = None
         self.args: list[ArgBuffers] = []
@@ -141,6 +169,10 @@ class Worker:
         count = self.rt.device_count()
         if count == 0:
             raise RuntimeError("no CUDA GPU is visible")
+        if mode := os.environ.get(SYNC_ENV):  # how the synchronize waits (scripts/aa-causes.py)
+            if mode not in SYNC_FLAGS:
+                raise RuntimeError(f"{SYNC_ENV} must be one of {', '.join(SYNC_FLAGS)}")
+            self.rt.check("cudaSetDeviceFlags", self.rt.lib.cudaSetDeviceFlags(SYNC_FLAGS[mode]))
         self.rt.set_device(device)
         l2 = self.rt.attribute(ATTR_L2_BYTES, device)
         self.flush_bytes = max(4 * l2, 256 << 20)
@@ -148,32 +180,73 @@ class Worker:
         self.events = (self.rt.event(), self.rt.event())
         major = self.rt.attribute(ATTR_CC_MAJOR, device)
         minor = self.rt.attribute(ATTR_CC_MINOR, device)
+        if self.confinement is not None:
+            planned, gaps = self.confinement.planned()
+        else:
+            planned, gaps = [], [UNCONFINED]
         return InitReply(
             sm_count=self.rt.attribute(ATTR_SM_COUNT, device),
             l2_bytes=l2,
             cc=str(10 * major + minor),
             cudart=self.rt.path,
+            sandbox=planned,
+            sandbox_gaps=gaps,
         )
 
+    @property
+    def sandbox(self) -> list[str]:
+        """The confinement in force now."""
+        return list(self.confinement.features) if self.confinement else []
+
     def load(self, req: Load) -> LoadReply:
+        """A trusted library is loaded now (confined first, with the trusted profile); a
+        candidate's is loaded at its first case (see the module docstring)."""
+        confined = self.confinement is not None and self.confinement.on
+        if confined and not req.trusted:
+            if not Path(req.library).is_file():
+                return LoadReply(verdict="load_error", error=f"no such library: {req.library}")
+            self.pending, self.fn = req, None
+            return LoadReply(sandbox=self.sandbox)
+        if confined and self.confinement is not None:
+            self.confinement.confine(Profile.TRUSTED)
         before = loaded_libraries()
+        verdict, error = self._open(req)
+        if verdict:
+            return LoadReply(verdict=verdict, error=error, sandbox=self.sandbox)
+        self.baseline_libs = loaded_libraries()
+        new = sorted(x for x in self.baseline_libs - before if VENDOR_LIBRARY_FILES.search(x))
+        return LoadReply(loaded=new, sandbox=self.sandbox)
+
+    def _open(self, req: Load) -> tuple[str | None, str]:
+        """dlopen the library and find its entry function: (None, "") or (verdict, error)."""
         try:
             lib = ctypes.CDLL(req.library)
         except OSError as exc:
-            return LoadReply(verdict="load_error", error=str(exc))
+            return "load_error", str(exc)
         try:
             fn = getattr(lib, req.symbol)
         except AttributeError:
-            error = f'the library does not define extern "C" {req.symbol}'
-            return LoadReply(verdict="missing_symbol", error=error)
+            return "missing_symbol", f'the library does not define extern "C" {req.symbol}'
         fn.restype = None
         fn.argtypes = [
             SCALAR_CTYPES[a.dtype] if a.role == "scalar" else ctypes.c_void_p for a in req.args
         ]
         self.fn = fn
+        return None, ""
+
+    def _load_pending(self, case_dir: Path, slot_dir: Path) -> None:
+        """A candidate's first case: the full profile (it reads the folder of every case's
+        inputs and writes its own slot folder, nothing else), then its library. Libraries it
+        brings in are reported by the first Run (vendor_libraries), as for any loaded later."""
+        req, self.pending = self.pending, None
+        assert req is not None and self.confinement is not None
+        slot_dir.mkdir(parents=True, exist_ok=True)
+        cases = case_dir.resolve().parent  # every case's inputs, read-only
+        self.confinement.confine(Profile.UNTRUSTED, [Path(req.library), cases], slot_dir.resolve())
         self.baseline_libs = loaded_libraries()
-        new = sorted(x for x in self.baseline_libs - before if VENDOR_LIBRARY_FILES.search(x))
-        return LoadReply(loaded=new)
+        verdict, error = self._open(req)
+        if verdict:
+            raise LoadFailed(verdict, error)
 
     def setup(self, req: Setup) -> SetupReply:
         """Load the case's input sets from ``case_dir``/set*/; the output slots are files in the
@@ -182,6 +255,15 @@ class Worker:
         assert self.rt is not None
         self._free()
         base = Path(req.case_dir)
+        if self.pending is not None:
+            self._load_pending(base, Path(req.slot_dir))
+        writable = self.confinement.writable if self.confinement else None
+        if writable is not None:
+            cases = self.confinement.readable[-1] if self.confinement else None
+            if Path(req.slot_dir).resolve() != writable:
+                raise RuntimeError(f"{req.slot_dir} is not the sandbox's output folder {writable}")
+            if cases is not None and base.resolve().parent != cases:
+                raise RuntimeError(f"{base} lies outside the sandbox's case folder {cases}")
         layout: dict[str, tuple[int, int]] = {}
         end = 0
         for spec in req.args:
@@ -227,7 +309,7 @@ class Worker:
         self.cases += 1
         self._sized(self.check_slot)  # page-locking a new slot is 0.5 s per GiB: beside the
         self.rt.synchronize()  # other workers' setups, not in the first calls one by one
-        return SetupReply(layout)
+        return SetupReply(layout, sandbox=self.sandbox)
 
     def _sized(self, index: int) -> Slot:
         """Slot ``index``, resized for this case where it is too small (or far too large). Only
@@ -255,10 +337,11 @@ class Worker:
         slot.data, slot.pinned = None, False  # unmapped once no reference is left
 
     def _upload_file(self, ptr: int, path: Path) -> None:
-        """Copy a (memory-backed) file to the device, page-locked for the copy where it can be."""
+        """Copy a (memory-backed) file to the device, page-locked for the copy where it can be.
+        Mapped read-only: a sandboxed candidate may read the cases, never change them."""
         assert self.rt is not None
-        mapped = np.memmap(path, dtype=np.uint8, mode="r+")
-        pinned = self.rt.register(mapped)
+        mapped = np.memmap(path, dtype=np.uint8, mode="r")
+        pinned = self.rt.register(mapped, read_only=True)
         try:
             self.rt.upload_array(ptr, mapped)
         finally:
@@ -406,28 +489,29 @@ class Worker:
             self._place(sets)
         converted: dict[tuple[int, int], tuple[Any, ...]] = {}
         times = []
-        for i in range(n):
-            s, p = sets[(start + i) % len(sets)], 0
-            if mode == "cold":
-                p = (self.cold_calls // len(sets)) % self.placements
-                self.cold_calls += 1
-            if (s, p) not in converted:
-                converted[s, p] = self._ctypes_args(s, p)
-            self._prepare(s, p)
-            self.current = p
-            if mode == "cold":
-                rt.memset_async(self.flush_ptr, i & 0xFF, self.flush_bytes)
-            rt.synchronize()
-            args = converted[s, p]
-            # the timed region holds the calls and nothing else; their codes are checked after
-            began = record(ev0, None)
-            fn(*args)
-            synced = device_sync()
-            ended = record(ev1, None)
-            rt.check("cudaEventRecord", began)
-            rt.check("cudaDeviceSynchronize", synced)
-            rt.check("cudaEventRecord", ended)
-            times.append(rt.elapsed_ms(ev0, ev1))
+        with one_cpu():  # every worker of this GPU times on the same CPU (cpus.one_cpu)
+            for i in range(n):
+                s, p = sets[(start + i) % len(sets)], 0
+                if mode == "cold":
+                    p = (self.cold_calls // len(sets)) % self.placements
+                    self.cold_calls += 1
+                if (s, p) not in converted:
+                    converted[s, p] = self._ctypes_args(s, p)
+                self._prepare(s, p)
+                self.current = p
+                if mode == "cold":
+                    rt.memset_async(self.flush_ptr, i & 0xFF, self.flush_bytes)
+                rt.synchronize()
+                args = converted[s, p]
+                # the timed region holds the calls and nothing else; their codes are checked after
+                began = record(ev0, None)
+                fn(*args)
+                synced = device_sync()
+                ended = record(ev1, None)
+                rt.check("cudaEventRecord", began)
+                rt.check("cudaDeviceSynchronize", synced)
+                rt.check("cudaEventRecord", ended)
+                times.append(rt.elapsed_ms(ev0, ev1))
         rt.last_error()
         return TimeReply(times_ms=times, placements=max(self.placements, 1))
 
@@ -506,10 +590,12 @@ def _die_with_parent() -> None:
 
 def main() -> None:
     _die_with_parent()
+    confinement = Confinement()
+    confinement.startup()  # before any thread exists (WorkerClient keeps numpy's BLAS single)
     reply_fd = os.dup(1)
     os.dup2(2, 1)  # whatever the implementation prints lands on stderr
     replies = os.fdopen(reply_fd, "w", buffering=1)
-    worker = Worker()
+    worker = Worker(confinement)
     for line in sys.stdin:
         try:
             req = decode_request(line)
@@ -518,7 +604,7 @@ def main() -> None:
             reply = serve(worker, req)
         except Exception as exc:  # every failure is reported, then the process ends
             fatal = Fatal(
-                verdict="runtime_error",
+                verdict=exc.verdict if isinstance(exc, LoadFailed) else "runtime_error",
                 error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
                 trace=traceback.format_exc(limit=3),
             )

@@ -1,0 +1,87 @@
+"""The static checks, first and explained: escapes that name what they use are refused before
+running, with the reason; those that reach libc by address pass them (the kernel sandbox stops
+those: tests/test_sandbox_eval_cpu.py, tests/gpu/test_rejections_gpu.py). And nvcc never sees
+the keys in the environment."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cudamaster.bench import build as build_module
+from cudamaster.bench.build import build
+from cudamaster.bench.symbols import check_library
+
+ARCH = "sm_90"
+WRONG = Path(__file__).parent / "fixtures" / "wrong"
+needs_nvcc = pytest.mark.skipif(not shutil.which("nvcc"), reason="needs nvcc")
+
+
+@needs_nvcc
+@pytest.mark.parametrize(
+    ("fixture", "reasons"),
+    [
+        ("dlsym_system.cu", ["calls dlsym (it loads code or looks functions up by name"]),
+        ("dlopens_cublas.cu", ["calls dlopen (it loads code"]),
+        (
+            "reads_parent_environ.cu",
+            ["uses std::basic_ifstream (C++ file streams", "uses std::basic_ofstream"],
+        ),
+        ("opens_file.cu", ["calls fopen (it opens or changes files)"]),
+        ("raw_syscall.cu", ["contains a raw syscall instruction (it bypasses libc"]),
+    ],
+)
+def test_escapes_that_name_what_they_use_are_refused_with_the_reason(fixture, reasons):
+    report = check_library(build(WRONG / fixture, ARCH).library)
+    assert not report.ok
+    for reason in reasons:
+        assert any(f.startswith(reason) for f in report.forbidden), report.forbidden
+
+
+@needs_nvcc
+@pytest.mark.parametrize(
+    "fixture",
+    [
+        "system_via_elf_walk.cu",
+        "opens_socket.cu",
+        "reads_other_proc_mem.cu",
+        "reads_parent_environ_by_address.cu",
+    ],
+)
+def test_escapes_by_address_pass_the_static_checks(fixture):
+    # only the kernel can stop these: they import nothing forbidden
+    report = check_library(build(WRONG / fixture, ARCH).library)
+    assert report.ok, report.forbidden
+
+
+def test_nvcc_gets_an_environment_without_secrets(tmp_path, monkeypatch):
+    fake = tmp_path / "nvcc"
+    seen = tmp_path / "env.txt"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *--version*) echo "Cuda compilation tools, release 13.0, V13.0.48";'
+        " exit 0;; esac\n"
+        f'env > "{seen}"\n'
+        'while [ "$#" -gt 0 ]; do [ "$1" = "-o" ] && : > "$2"; shift; done\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("CUDAMASTER_NVCC", str(fake))
+    monkeypatch.setenv("CUDAMASTER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-do-not-leak")
+    monkeypatch.setenv("HF_TOKEN", "hf-do-not-leak")
+    monkeypatch.setenv("CUDAMASTER_PLAIN", "kept")
+    build_module.nvcc.cache_clear()
+    build_module.nvcc_version.cache_clear()
+    try:
+        source = tmp_path / "k.cu"
+        source.write_text('extern "C" void vector_add() {}\n')
+        build(source, ARCH)
+    finally:
+        build_module.nvcc.cache_clear()
+        build_module.nvcc_version.cache_clear()
+    env = seen.read_text()
+    assert "CUDAMASTER_PLAIN=kept" in env and f"PATH={os.environ['PATH']}" in env
+    assert "do-not-leak" not in env
