@@ -7,8 +7,8 @@
   and whether any escape left its marker file;
 - ``unseen``: the operators whose library baselines are least sure to pass unseen cases (the
   helpers' reviews named them), each with its known-wrong unseen fixtures, on 6 unseen cases;
-- ``aa``: vector_add's baseline against itself on the paper suite, timed on any CPU (as before)
-  and on one CPU (as now), in that order, in this session.
+- ``aa``: the baselines of vector_add, softmax and matrix_mul against themselves on the paper
+  suite, timed on any CPU (as before) and on one CPU (as now), each pair in this session.
 Steps run in the order given (default: all three)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
-from cudamaster.bench.aa import run_aa
+from cudamaster.bench.aa import LONG_CALL_MS, run_aa
 from cudamaster.bench.build import BuildError, build
 from cudamaster.bench.evaluate import Evaluator, Impl, standard_impls
 from cudamaster.bench.timing import TimingPolicy
@@ -34,6 +34,7 @@ FIX = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 FAST = TimingPolicy(warmup=1, batch=3, min_samples=3, max_samples=6, time_cap_s=0.2)
 ESCAPES = ["dlsym_system", "reads_parent_environ", "dlopens_cublas", "system_via_elf_walk",
            "opens_socket", "reads_other_proc_mem", "reads_parent_environ_by_address"]  # fmt: skip
+AA_OPS = ("vector_add", "softmax", "matrix_mul")
 RISKY = [("spmv_csr", "bf16"), ("spmv_csr", "fp32"), ("spmm_csr", "fp32"), ("spmv_ell", "fp32"),
          ("conv_2d", "fp32"), ("FFT", "fp32"), ("matrix_vector_mul", "bf16"),
          ("square_matrix_mul", "bf16"), ("matrix_mul", "fp32"), ("max_pooling_2d", "fp32"),
@@ -79,11 +80,16 @@ def unseen(arch: str) -> dict:
 
 def aa(arch: str) -> dict:
     out = {}
-    for label, value in (("any_cpu", "0"), ("one_cpu", "1")):
-        os.environ[ONE_CPU_ENV] = value  # the workers inherit it
-        rep = run_aa(get_task("vector_add"), "fp32", "paper", arch)
-        out[label] = asdict(rep) | {"outside": len(rep.outside), "worst": rep.worst()}
-        print(label, [f"{r.ratio:.4f}±{r.uncertainty:.4f}" for r in rep.rows], flush=True)
+    for op in AA_OPS:
+        for label, value in (("any_cpu", "0"), ("one_cpu", "1")):
+            os.environ[ONE_CPU_ENV] = value  # the workers inherit it
+            rep = run_aa(get_task(op), "fp32", "paper", arch)
+            out[f"{op}/{label}"] = asdict(rep) | {
+                "outside": len(rep.outside), "worst": rep.worst(),
+                "worst_20us": rep.worst(LONG_CALL_MS),
+            }  # fmt: skip
+            print(op, label, [f"{r.ratio:.4f}±{r.uncertainty:.4f}" for r in rep.rows], flush=True)
+            (OUT / "aa-partial.json").write_text(json.dumps(out, indent=1, default=str))
     return out
 
 

@@ -3,6 +3,8 @@ CUDAMASTER_REQUIRE_GPU=1, so that a device run can never skip them silently)."""
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import json
 import os
 import shutil
@@ -11,17 +13,60 @@ from pathlib import Path
 
 import pytest
 
-from cudamaster.bench.build import nvcc_version
+from cudamaster.bench.build import build_cache_dir, nvcc_version, vendor_dirs
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+@functools.cache
 def gpu_available() -> bool:
     if not shutil.which("nvidia-smi"):
         return False
     proc = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False)
     return proc.returncode == 0 and "GPU" in proc.stdout
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """With pytest-xdist installed (the test extra), tests run in parallel unless -n says
+    otherwise: a process per core (`-n auto`), each file's tests in one process (--dist
+    loadfile: a module's fixtures, such as tests/test_build.py's builds and tests/test_ray.py's
+    clusters, are set up once). Where a GPU is visible they run in one process, as without
+    pytest-xdist: GPU tests time kernels and must not share the host."""
+    if hasattr(config, "workerinput") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # a test process of pytest-xdist's: it starts none of its own
+    if not hasattr(config.option, "numprocesses") or config.option.numprocesses is not None:
+        return  # pytest-xdist absent (or -p no:xdist), or -n given
+    if config.option.collectonly or config.option.usepdb:
+        return
+    config.option.numprocesses = "auto"
+    if config.option.dist == "no":
+        config.option.dist = "loadfile"
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, which may be absent
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: no workers where a GPU is visible, else pytest-xdist's own count."""
+    return 0 if gpu_available() else None
+
+
+#: The terminal size variables as pytest was started with them: pytest-xdist's test processes
+#: start with COLUMNS=80 and LINES=24, which would change what the commands they run print.
+TERMINAL_ENV = {name: os.environ.get(name) for name in ("COLUMNS", "LINES")}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    node.workerinput["terminal_env"] = TERMINAL_ENV
+
+
+def pytest_configure(config):
+    for name, value in getattr(config, "workerinput", {}).get("terminal_env", {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def pytest_collection_modifyitems(config, items):
@@ -43,15 +88,22 @@ def _fail_without_gpu():
 
 @pytest.fixture(scope="session")
 def vendor_headers() -> None:
-    """Make cuBLAS/cuSPARSE/cuDNN headers available, fetching them once if needed."""
-    from cudamaster.bench.build import VENDOR_HEADERS, vendor_include_dirs
+    """Make cuBLAS/cuSPARSE/cuFFT/cuDNN headers available, fetching them once if needed: into
+    the cache (bench/build.py's vendor_dirs()), where every checkout finds them."""
+    from cudamaster.bench.build import VENDOR_HEADERS, vendor_dirs, vendor_include_dirs
 
     def have_all() -> bool:
         dirs = [*vendor_include_dirs(), Path("/usr/local/cuda/include")]
         return all(any((d / h).exists() for d in dirs) for h in VENDOR_HEADERS)
 
     if not have_all():
-        subprocess.run(["bash", str(ROOT / "scripts" / "vendor-headers.sh")], check=True, cwd=ROOT)
+        dest = vendor_dirs()[-1]
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with open(dest.parent / f"{dest.name}.lock", "w") as lock:  # parallel test processes
+            fcntl.flock(lock, fcntl.LOCK_EX)  # fetch them once
+            if not have_all():
+                subprocess.run(["bash", str(ROOT / "scripts" / "vendor-headers.sh"), str(dest)],
+                               check=True, cwd=ROOT)  # fmt: skip
     assert have_all(), "vendor headers still missing after scripts/vendor-headers.sh"
 
 
@@ -90,7 +142,10 @@ def fake_gpu_env(tmp_path: Path) -> dict[str, str]:
                     str(fake / "compare_host.c")], check=True)  # fmt: skip
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
            "CUDAMASTER_CUDART": str(runtime), "CUDAMASTER_CACHE": str(cache),
-           "CUDAMASTER_COMPARER": str(comparer)}  # fmt: skip
+           "CUDAMASTER_COMPARER": str(comparer),
+           # builds are shared with every other test (they are keyed on their contents)
+           "CUDAMASTER_BUILD_CACHE": str(build_cache_dir()),
+           "CUDAMASTER_VENDOR": os.pathsep.join(str(d) for d in vendor_dirs())}  # fmt: skip
     env.pop("CUDA_VISIBLE_DEVICES", None)
     return env
 

@@ -83,4 +83,4 @@ def test_bad_option_value_is_a_usage_error_not_a_traceback():
 
 @pytest.mark.parametrize("args", [("eval", "vector_add", str(BASELINE), "--dtype", "both")])
 def test_eval_needs_one_dtype(args):
-    one_line_error(cli(*args), "one --dtype")
+    one_line_error(cli(*args), "--dtype", "'both' is not one of 'fp32', 'bf16'")

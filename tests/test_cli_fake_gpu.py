@@ -76,14 +76,15 @@ def test_optimize_resume_and_results_commands_run_end_to_end(fake_gpu, tmp_path)
     run = tmp_path / "run"
     proc = cli(fake_gpu, "optimize", "--model", f"replay:{transcript}", "--ops", "vector_add",
                "--rounds", "1", "--run", str(run))  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    # on the stand-in GPU no kernel runs, so the baseline itself fails and the task stops there
+    # on the stand-in GPU no kernel runs, so the baseline itself fails, the task stops there, and
+    # the command exits 1 (a task failed)
+    assert proc.returncode == 1, proc.stderr[-3000:]
     assert "vector_add-fp32: failed" in proc.stdout and "baseline itself failed" in proc.stdout
     manifest = json.loads((run / "run.json").read_text())
     assert manifest["model"].startswith("replay:") and manifest["options"]["rounds"] == 1
     assert "KEY" not in json.dumps(manifest).upper()
     again = cli(fake_gpu, "resume", str(run), "--max-tokens", "500", "--price", "1.5,6")
-    assert again.returncode == 0 and "vector_add-fp32: failed" in again.stdout
+    assert again.returncode == 1 and "vector_add-fp32: failed" in again.stdout
     manifest = json.loads((run / "run.json").read_text())
     assert manifest["options"]["max_tokens"] == 500 and manifest["price"] == [1.5, 6.0]
     bad = cli(fake_gpu, "resume", str(run), "--price", "cheap")

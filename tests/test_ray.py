@@ -3,16 +3,25 @@ GPUs that are not there, run jobs made of the steps that need no device (compile
 the baseline, make inputs, compute the oracle, judge outputs); a job whose worker dies midway
 is run again, and every result comes back once, in job order, with where it ran. Then
 `cudamaster bench --ray` runs end to end on the nodes' fake GPUs (tests/conftest.py), and on a
-second cluster a whole node is killed mid-job and its job finishes on the other node."""
+second cluster a whole node is killed mid-job and its job finishes on the other node.
+
+Each node is a `ray start --block` in a session of its own, with the clusters' files in a
+temporary folder of their own: stopping one ends that session's processes and nothing else,
+so a Ray cluster of the user's, or of a test run beside this one, is never touched."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -39,28 +48,82 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def fake_env(tmp_path_factory) -> dict[str, str]:
     """The nodes' environment: the fake GPUs of tests/conftest.py (kernel launches do nothing)."""
-    return {**fake_gpu_env(tmp_path_factory.mktemp("fake-gpu")), "RAY_USAGE_STATS_ENABLED": "0"}
+    return {**fake_gpu_env(tmp_path_factory.mktemp("fake-gpu")), "RAY_USAGE_STATS_ENABLED": "0",
+            "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}  # fmt: skip
+
+
+def _start_node(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    """`ray start ARGS --block` in a new session, once its node is up (its output in LOG)."""
+    with open(log, "w") as out:
+        proc = subprocess.Popen([RAY, "start", *args, "--block"], env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while "Ray runtime started" not in log.read_text(errors="replace"):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            _stop_nodes([proc])
+            pytest.fail(f"ray start {' '.join(args)} failed:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+    return proc
+
+
+def _session(sid: int) -> list[int]:
+    """The processes of session SID (the node's raylet, its workers, the head's GCS...)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if os.getsid(int(entry.name)) == sid:
+                    pids.append(int(entry.name))
+    return pids
+
+
+def _stop_nodes(nodes: list[subprocess.Popen]) -> None:
+    """Stop the nodes started here, and only them: SIGTERM makes `ray start --block` stop its
+    node's processes; whatever of their sessions is left after that is killed."""
+    for node in nodes:
+        if node.poll() is None:
+            node.send_signal(signal.SIGTERM)
+    for node in nodes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            node.wait(timeout=60)
+        for pid in _session(node.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if node.poll() is None:
+            node.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def _cluster(env: dict[str, str], head_args: list[str],
+             workers: list[list[str]]) -> Iterator[str]:  # fmt: skip
+    """A loopback cluster of a head and WORKERS (extra `ray start` arguments each), its files
+    in a folder of its own; yields its address, and stops exactly its nodes afterwards."""
+    port = _free_port()
+    temp = Path(tempfile.mkdtemp(prefix="cm-ray-"))  # short: Ray's socket paths have a limit
+    common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats"]
+    nodes: list[subprocess.Popen] = []
+    try:
+        nodes.append(_start_node(["--head", f"--port={port}", f"--temp-dir={temp}",
+                                  "--include-dashboard=false", *common, *head_args], env,
+                                 temp / "head.log"))  # fmt: skip
+        for n, args in enumerate(workers):
+            nodes.append(_start_node([f"--address=127.0.0.1:{port}", *common, *args], env,
+                                     temp / f"worker{n}.log"))  # fmt: skip
+        yield f"127.0.0.1:{port}"
+    finally:
+        ray.shutdown()
+        _stop_nodes(nodes)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
 def cluster(fake_env):
-    port = _free_port()
-    env = fake_env
-    common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats"]
-    head = [RAY, "start", "--head", f"--port={port}", "--num-cpus=2", "--num-gpus=2",
-            "--include-dashboard=false", *common]  # fmt: skip
-    worker = [RAY, "start", f"--address=127.0.0.1:{port}", "--num-cpus=1", "--num-gpus=1",
-              *common]  # fmt: skip
-    try:
-        for cmd in (head, worker):
-            subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=120)
-        import ray.cloudpickle
+    import ray.cloudpickle
 
-        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # ship _check_job
-        yield f"127.0.0.1:{port}"
-    finally:
-        ray.shutdown()
-        subprocess.run([RAY, "stop", "--force"], env=env, capture_output=True, timeout=120)
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # ship _check_job
+    with _cluster(fake_env, ["--num-cpus=2", "--num-gpus=2"],
+                  [["--num-cpus=1", "--num-gpus=1"]]) as address:  # fmt: skip
+        yield address
 
 
 def _check_job(job: tuple[str, str, str | None]) -> dict:
@@ -134,7 +197,8 @@ def test_bench_on_ray_writes_every_result_with_the_node_and_gpu_that_produced_it
         assert where["node"] and where["gpus"] and where["gpu"] == "Fake GPU"
         assert where["uuid"] == f"GPU-fake-{where['gpus']}"  # the GPU Ray gave, not GPU 0
         base = next(i for i in r["report"]["impls"] if i["label"] == "baseline")
-        assert base["verdict"] == "wrong"  # the fake GPU's launches do nothing: poison stays
+        # the fake GPU's launches do nothing: the poison stays, and the first unseen case sees it
+        assert base["verdict"] == "wrong_on_unseen"
     assert "2 evaluations on Ray" in proc.stdout
 
 
@@ -184,26 +248,16 @@ def _doomed_job(job: tuple[str, str, str | None]) -> dict:
 
 def test_a_node_lost_mid_job_has_its_work_run_on_another_node(fake_env, tmp_path):
     """A head with no GPU and two GPU nodes: the node that takes the doomed job dies, and the
-    job (and any other it was running) is run again on the surviving node. Last in the file:
-    its `ray stop --force` ends every cluster on this host, the module's too."""
+    job (and any other it was running) is run again on the surviving node."""
     from cudamaster.ray_pool import RayPool
 
     ray.shutdown()  # leave the module's cluster: this one loses a node
-    port = _free_port()
-    common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats", "--num-cpus=1"]
-    nodes = [[RAY, "start", "--head", f"--port={port}", "--num-gpus=0",
-              "--include-dashboard=false", *common]]  # fmt: skip
-    nodes += [[RAY, "start", f"--address=127.0.0.1:{port}", "--num-gpus=1", *common]] * 2
     marker = tmp_path / "doomed"
-    try:
-        for cmd in nodes:
-            subprocess.run(cmd, env=fake_env, check=True, capture_output=True, timeout=120)
+    node = ["--num-cpus=1", "--num-gpus=1"]
+    with _cluster(fake_env, ["--num-cpus=1", "--num-gpus=0"], [node, node]) as address:
         jobs = [("vector_add", "fp32", None), ("vector_add", "bf16", str(marker)),
                 ("dot_product", "fp32", None), ("dot_product", "bf16", None)]  # fmt: skip
-        results = RayPool(f"127.0.0.1:{port}", retries=3).run(jobs, _doomed_job)
-    finally:
-        ray.shutdown()
-        subprocess.run([RAY, "stop", "--force"], env=fake_env, capture_output=True, timeout=120)
+        results = RayPool(address, retries=3).run(jobs, _doomed_job)
     lost = marker.read_text()
     assert [(r["op"], r["variant"]) for r in results] == [j[:2] for j in jobs]
     assert all(r["build"] == "pending" for r in results)

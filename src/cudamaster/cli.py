@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import json
 import logging
 import os
 import re
 import sys
+import tempfile
 import threading
 import time
+import tomllib
 from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -35,15 +39,24 @@ UNSEEN_OPTION = typer.Option(
     "timed) besides the suite's; 0 for none [default: 6].",
 )
 UNSEEN_SEED_OPTION = typer.Option(
-    "--unseen-seed", help="Replay the unseen cases of an earlier run (its report records the seed)."
+    "--unseen-seed",
+    min=0,
+    help="Replay the unseen cases of an earlier run (its report records the seed).",
 )
 err_console = Console(stderr=True)
 
 
+# Options with a fixed set of values are enums, so that --help lists exactly what each command
+# takes: one dtype or suite where a command evaluates one, "both" only where it runs both.
 class Dtype(StrEnum):
     fp32 = "fp32"
     bf16 = "bf16"
     both = "both"
+
+
+class OneDtype(StrEnum):
+    fp32 = "fp32"
+    bf16 = "bf16"
 
 
 class Suite(StrEnum):
@@ -52,12 +65,134 @@ class Suite(StrEnum):
     both = "both"
 
 
-def _variants(d: Dtype) -> list[str]:
+class OneSuite(StrEnum):
+    paper = "paper"
+    large = "large"
+
+
+class Summary(StrEnum):
+    """A profile summary: filtered (the planner's default), full, or none."""
+
+    filtered = "filtered"
+    full = "full"
+    none = "none"
+
+
+class Flags(StrEnum):
+    measure = "measure"
+    agent = "agent"
+
+
+class Effort(StrEnum):
+    low = "low"
+    medium = "medium"
+    high = "high"
+
+
+def _variants(d: Dtype | OneDtype) -> list[str]:
     return ["fp32", "bf16"] if d == Dtype.both else [d.value]
 
 
-def _suites(s: Suite) -> list[str]:
+def _suites(s: Suite | OneSuite) -> list[str]:
     return ["paper", "large"] if s == Suite.both else [s.value]
+
+
+def _op_names(ops: str | None) -> list[str] | None:
+    """--ops as names (None: every operator); an empty list is refused, not read as all."""
+    if ops is None:
+        return None
+    names = [o.strip() for o in ops.split(",") if o.strip()]
+    if not names:
+        raise UserError(f"--ops {ops!r} names no operator: give names like vector_add,softmax "
+                        "(see `cudamaster tasks`)")  # fmt: skip
+    return names
+
+
+def _picked_cases(text: str | None, task, suite: str) -> list[int] | None:
+    """--cases as indices of the suite's cases, checked before any work (None: every case)."""
+    if text is None:
+        return None
+    n = len(task.cases(suite))
+    try:
+        picked = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        picked = []
+    if not picked:
+        raise UserError(f"--cases {text!r} is not a list of case indices: give e.g. --cases 0,3 "
+                        f"(the {suite} suite of {task.name} has cases 0-{n - 1})")  # fmt: skip
+    if bad := [i for i in picked if not 0 <= i < n]:
+        raise UserError(f"--cases: the {suite} suite of {task.name} has no case {bad[0]}: give "
+                        f"indices from 0 to {n - 1} (`cudamaster tasks {task.name}` lists "
+                        "them)")  # fmt: skip
+    return sorted(set(picked))
+
+
+def _check_writable(path: Path, option: str = "--out", directory: bool = False) -> None:
+    """Fail now, before any work, if ``path`` (a file, or with ``directory`` a folder) cannot
+    be written: probe its folder (or the nearest existing one above it) with a file or folder
+    made and removed at once. Creates nothing that stays."""
+    folder = path if directory else path.parent
+    if not directory and path.is_dir():
+        raise UserError(f"{option} {path} is a directory: name a file, e.g. {path / 'out.json'}")
+    if not directory and path.exists() and not os.access(path, os.W_OK):
+        raise UserError(f"{option} {path} is not writable: choose another path")
+    existing = folder
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserError(f"{option} {path}: {existing} is a file, not a directory: choose "
+                        "another path")  # fmt: skip
+    try:
+        if existing == folder:
+            fd, probe = tempfile.mkstemp(dir=folder, prefix=".cudamaster-probe-")
+            os.close(fd)
+            os.unlink(probe)
+        else:
+            os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".cudamaster-probe-"))
+    except OSError as exc:
+        raise UserError(f"{option} {path} cannot be written ({exc.strerror or exc} in "
+                        f"{existing}): choose a writable path") from None  # fmt: skip
+
+
+def _save_report(data: dict, out: Path, stem: str) -> None:
+    """Write the JSON report to ``out``; if that fails (after an evaluation: nothing computed
+    may be lost), write it to a file in the current directory, else in the temp directory,
+    and raise a UserError saying where it went."""
+    from .report import write_json
+
+    try:
+        write_json(data, out)
+        return
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+    name = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json"
+    for folder in (Path.cwd(), Path(tempfile.gettempdir())):
+        try:
+            write_json(data, folder / name)
+        except OSError:
+            continue
+        raise UserError(f"--out {out} could not be written ({why}): the report was saved to "
+                        f"{folder / name} instead")  # fmt: skip
+    raise UserError(f"--out {out} could not be written ({why}), nor a copy in the current or "
+                    "the temp directory: rerun with --json to print the report")  # fmt: skip
+
+
+def _version() -> str:
+    """The installed package's version, else (running from a source tree) pyproject's."""
+    try:
+        return importlib.metadata.version("cudamaster")
+    except importlib.metadata.PackageNotFoundError:
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        try:
+            return str(tomllib.loads(pyproject.read_text())["project"]["version"])
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "unknown"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"cudamaster {_version()}")
+        raise typer.Exit()
 
 
 def _arch() -> str:
@@ -73,7 +208,15 @@ def _arch() -> str:
 
 
 @app.callback()
-def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress.")] = False):
+def _main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+):
     """CUDAMaster: MSKernelBench's honest evaluator and an LLM kernel optimizer."""
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
@@ -84,14 +227,28 @@ def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log pro
 
 @app.command("tasks")
 def tasks_cmd(
+    op: Annotated[
+        str | None,
+        typer.Argument(metavar="OP", help="One operator: print its card instead of the list."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     markdown: Annotated[
         bool, typer.Option("--markdown", help="Print the README's library-baseline table.")
     ] = False,
 ) -> None:
-    """List the operators: category, dtypes, library baseline, cases per suite."""
-    from .tasks import discover
+    """List the operators: category, dtypes, library baseline, cases per suite. With OP, that
+    operator's card: C signatures, semantics, suites, tolerances, baselines, unseen shapes."""
+    from .tasks import discover, get_task
 
+    if op is not None:
+        if markdown:
+            raise UserError("--markdown prints the table of every operator: drop OP or --markdown")
+        card = task_card(get_task(op))
+        if as_json:
+            print(json.dumps(card, indent=1))
+        else:
+            console.print(card_text(card), markup=False, highlight=False, soft_wrap=True)
+        return
     tasks = discover()
     rows: list[dict[str, Any]] = []
     for t in tasks.values():
@@ -114,21 +271,93 @@ def tasks_cmd(
     if markdown:
         print(library_table(tasks))
         return
-    table = Table(title=f"MSKernelBench: {len(rows)} operators")
-    for col in ("operator", "category", "dtypes", "library baseline", "paper", "large"):
-        table.add_column(col)
+    table = Table(title=f"MSKernelBench: {len(rows)} operators (`cudamaster tasks OP`: one card)")
+    for col in ("operator", "category", "dtypes", "library baseline", "library dtypes", "paper",
+                "large"):  # fmt: skip
+        table.add_column(col, overflow="fold")
     for r in rows:
-        short = re.split(r" \(|;|,", r["library"])[0] if r["library"] else ""
-        lib = f"{short} ({', '.join(r['library_dtypes'])})" if short else "-"
         table.add_row(
             r["name"],
             r["category"],
             ", ".join(r["dtypes"]),
-            lib,
+            r["library"] or "-",  # whole: its clauses say what each dtype uses
+            ", ".join(r["library_dtypes"]) or "-",
             str(r["paper_cases"]),
             str(r["large_cases"]),
         )
-    console.print(table)
+    console.print(table, markup=False, highlight=False)
+
+
+def task_card(task) -> dict[str, Any]:
+    """One operator's card: what a kernel for it must be and how it is judged, from task.toml."""
+    from .agents.brief import signature
+
+    spec = task.spec
+    variants = ("fp32", "bf16")
+
+    def files(kind: str) -> dict[str, str | None]:
+        return {v: (p.name if (p := task.source(kind, v)) else None) for v in variants}
+
+    return {
+        "name": task.name,
+        "category": spec.category,
+        "summary": spec.summary,
+        "signatures": {v: f'extern "C" {signature(task, v)}' for v in variants},
+        "semantics_note": spec.semantics_note,
+        "suites": {s: [dict(c.params) for c in task.cases(s)] for s in ("paper", "large")},
+        "tolerance": {v: spec.tolerance[v].model_dump() for v in variants},
+        "paper_rule": spec.paper_rule.model_dump(),
+        "baseline": files("baseline"),
+        "library": spec.library,
+        "library_files": files("library"),
+        "library_note": spec.library_note,
+        "unseen": spec.unseen.model_dump(),
+        "folder": str(task.folder),
+    }
+
+
+def card_text(card: dict[str, Any]) -> str:
+    """task_card as text, every field whole."""
+
+    def params(p: dict) -> str:
+        return " ".join(f"{k}={v}" for k, v in p.items())
+
+    def present(f: dict[str, str | None]) -> str:
+        have = [f"{name} ({v.upper()})" for v, name in f.items() if name]
+        return ", ".join(have) or "none"
+
+    lines = [f"{card['name']} ({card['category']}): {card['summary']}", "", "signatures:"]
+    lines += [f"  {v.upper()}: {sig}" for v, sig in card["signatures"].items()]
+    lines.append("  (T* pointers are device buffers; const ones are inputs; scalars by value)")
+    if card["semantics_note"]:
+        lines += ["", f"semantics: {card['semantics_note']}"]
+    for suite, cases in card["suites"].items():
+        lines += ["", f"{suite} suite ({len(cases)} cases):"]
+        lines += [f"  {i}: {params(c)}" for i, c in enumerate(cases)]
+    lines += [
+        "",
+        "tolerance (pass iff |got - ref| <= atol + rtol*|ref| + mtol*mag on every "
+        "element but a budget fraction; mag: the oracle's magnitude, else |ref|):",
+    ]
+    for v, tol in card["tolerance"].items():
+        lines.append(f"  {v.upper()}: " + ", ".join(f"{k} {x:g}" for k, x in tol.items()))
+    rule = card["paper_rule"]
+    lines.append(f"paper rule (the original benchmark's, reported beside the verdict): "
+                 f"{rule['kind']}, tol {rule['tol']:g}, budget {rule['budget']:g}")  # fmt: skip
+    lines += ["", f"baseline: {present(card['baseline'])}"]
+    lines.append(f"library: {card['library'] or 'none'}")
+    lines.append(f"  files: {present(card['library_files'])}")
+    if card["library_note"]:
+        lines.append(f"  note: {card['library_note']}")
+    unseen = card["unseen"]
+    dims = [f"{k} = {v if isinstance(v, str) else ', '.join(map(str, v))}"
+            for k, v in unseen["dims"].items()]  # fmt: skip
+    lines += ["", "unseen shape space (extra cases drawn per evaluation, checked, never timed):"]
+    lines.append(f"  dims: {'; '.join(dims)}")
+    lines.append(f"  where: {'; '.join(unseen['where']) or '-'}")
+    lines.append(f"  values: {', '.join(unseen['values'])}")
+    lines += ["", f"folder: {card['folder']}"]
+    return "\n".join(lines)
 
 
 def library_table(tasks: dict) -> str:
@@ -145,6 +374,20 @@ def library_table(tasks: dict) -> str:
     n = sum(1 for t in tasks.values() if any(t.source("library", v) for v in ("fp32", "bf16")))
     lines.append("")
     lines.append(f"{n} of {len(tasks)} operators have a library baseline.")
+    return "\n".join(lines)
+
+
+def _built(file: Path, arch: str, symbol: str, pre: Any) -> str:
+    """What was checked of a candidate before anything runs: its build, its entry point, the
+    static checks, and each kernel's resources as ptxas reported them."""
+    from .bench.build import nvcc_version
+
+    lines = [f'{file.name}: built for {arch} (nvcc {nvcc_version()}); defines extern "C" '
+             f"{symbol}; passes the static checks (no vendor library, process, file or network "
+             "call)"]  # fmt: skip
+    for k in pre.build.resources if pre.build else []:
+        lines.append(f"  kernel {k.kernel}: {k.registers} registers, {k.shared_bytes} B shared, "
+                     f"{k.spill_stores} B spill stores")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -193,26 +436,32 @@ def device_cmd(
 def eval_cmd(
     op: Annotated[str, typer.Argument(help="Operator name (see `cudamaster tasks`).")],
     file: Annotated[Path, typer.Argument(help="The implementation (.cu) to evaluate.")],
-    dtype: Annotated[Dtype, typer.Option(help="fp32 or bf16.")] = Dtype.fp32,
-    suite: Annotated[Suite, typer.Option(help="paper or large.")] = Suite.paper,
+    dtype: Annotated[OneDtype, typer.Option(help="The variant to evaluate.")] = OneDtype.fp32,
+    suite: Annotated[OneSuite, typer.Option(help="The suite of cases.")] = OneSuite.paper,
     as_json: Annotated[bool, typer.Option("--json", help="Print the full JSON report.")] = False,
     cases: Annotated[str | None, typer.Option(help="Only these case indices, e.g. 0,3.")] = None,
-    seed: Annotated[int, typer.Option(help="Base seed of the input sets.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Base seed of the input sets.")] = 0,
     flags: Annotated[str, typer.Option(help="Extra nvcc flags for the candidate.")] = "",
     out: Annotated[Path | None, typer.Option(help="Also write the JSON report here.")] = None,
     unseen: Annotated[int | None, UNSEEN_OPTION] = None,
     unseen_seed: Annotated[int | None, UNSEEN_SEED_OPTION] = None,
 ) -> None:
-    """Verify FILE against the oracle and time it against the baseline and the library."""
+    """Verify FILE against the oracle and time it against the baseline and the library.
+
+    Exit codes:
+    0: the candidate is correct
+    1: it is not (the report says why)
+    2: bad input, a candidate that does not build, or no GPU (one line says what to do)"""
     from .bench.evaluate import Evaluator, Impl, ImplResult, prepare, standard_impls
-    from .report import case_table, report_json, score_impl, unseen_line, write_json
+    from .report import case_table, report_json, score_impl, unseen_line
     from .tasks import get_task
 
-    if dtype == Dtype.both or suite == Suite.both:
-        raise UserError("eval takes one --dtype and one --suite")
     task = get_task(op)
     if not file.is_file():
         raise UserError(f"no such file: {file}")
+    picked = _picked_cases(cases, task, suite.value)
+    if out:
+        _check_writable(out)  # now, not after the evaluation
     variant = dtype.value
     arch = _arch()
     cand = Impl("candidate", file.resolve(), extra_flags=tuple(flags.split()))
@@ -220,8 +469,17 @@ def eval_cmd(
     prepare(cand, arch, task.symbol(variant), pre)
     if pre.verdict != "pending":
         raise UserError(pre.detail)
-    device = _device()
-    picked = [int(x) for x in cases.split(",")] if cases else None
+    # what was checked without a GPU (on stderr under --json, whose stdout is the report)
+    (err_console if as_json else console).print(
+        _built(file, arch, task.symbol(variant), pre), markup=False
+    )
+    try:
+        device = _device()
+    except UserError as exc:  # what can be checked without a GPU was: say so, and what is left
+        raise UserError(
+            f"{exc}: {file.name} was built and checked, not run; correctness and "
+            "timing need a GPU: run the same command on a machine with one"
+        ) from None
     with err_console.status("evaluating") as status:
         ev = Evaluator(
             task,
@@ -236,8 +494,12 @@ def eval_cmd(
         )
         report = ev.run([*standard_impls(task, variant), cand])
     data = report_json(task, report, device)
+    unsaved: UserError | None = None
     if out:
-        write_json(data, out)
+        try:
+            _save_report(data, out, f"cudamaster-eval-{task.name}-{variant}")
+        except UserError as exc:  # said after the results, which are printed all the same
+            unsaved = exc
     if as_json:
         print(json.dumps(data, indent=1, default=str))
     else:
@@ -252,6 +514,8 @@ def eval_cmd(
             if s.detail:
                 line += f" ({s.detail})"
             console.print(line)
+    if unsaved is not None:
+        raise unsaved
     cand_result = report.impl("candidate")
     if cand_result is None or not cand_result.correct:
         raise typer.Exit(1)
@@ -263,8 +527,8 @@ def aa_cmd(
     file: Annotated[
         Path | None, typer.Argument(help="An implementation (.cu); default: the baseline.")
     ] = None,
-    dtype: Annotated[Dtype, typer.Option(help="fp32 or bf16.")] = Dtype.fp32,
-    suite: Annotated[Suite, typer.Option(help="paper or large.")] = Suite.paper,
+    dtype: Annotated[OneDtype, typer.Option(help="The variant to time.")] = OneDtype.fp32,
+    suite: Annotated[OneSuite, typer.Option(help="The suite of cases.")] = OneSuite.paper,
     cases: Annotated[str | None, typer.Option(help="Only these case indices, e.g. 0,3.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
@@ -274,12 +538,10 @@ def aa_cmd(
     from .bench.aa import LONG_CALL_MS, run_aa
     from .tasks import get_task
 
-    if dtype == Dtype.both or suite == Suite.both:
-        raise UserError("aa takes one --dtype and one --suite")
     task = get_task(op)
     if file is not None and not file.is_file():
         raise UserError(f"no such file: {file}")
-    picked = [int(x) for x in cases.split(",")] if cases else None
+    picked = _picked_cases(cases, task, suite.value)
     device = _device()
     with err_console.status("timing it against itself") as status:
         rep = run_aa(task, dtype.value, suite.value, device.arch, picked, status.update,
@@ -312,7 +574,7 @@ def bench_cmd(
     dtype: Annotated[Dtype, typer.Option(help="fp32, bf16 or both.")] = Dtype.both,
     suite: Annotated[Suite, typer.Option(help="paper, large or both.")] = Suite.both,
     out: Annotated[Path | None, typer.Option(help="JSON results file.")] = None,
-    seed: Annotated[int, typer.Option(help="Base seed of the input sets.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Base seed of the input sets.")] = 0,
     gpus: Annotated[
         str | None,
         typer.Option(help="GPUs to spread the evaluations over: 'all' or indices like 0,2."),
@@ -337,8 +599,10 @@ def bench_cmd(
     from .report import ResultsFile, report_json, score_impl
     from .tasks import Task, discover, get_task
 
-    names = [o.strip() for o in ops.split(",")] if ops else list(discover())
+    names = _op_names(ops) or list(discover())
     tasks = [get_task(n) for n in names]
+    out = out or Path("results") / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    _check_writable(out)  # results are written as they come: fail before the first one
     if ray is not None:
         if gpus is not None:
             raise UserError("--gpus and --ray exclude each other: Ray places every job itself")
@@ -346,7 +610,6 @@ def bench_cmd(
         return
     targets, devices = device_targets(gpus)
     first = next(iter(devices.values()))
-    out = out or Path("results") / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
     results: list[dict] = []
     saved = ResultsFile(out)
     jobs = [(t, v, s) for t in tasks for v in _variants(dtype) for s in _suites(suite)]
@@ -455,9 +718,7 @@ def profile_cmd(
         Dtype | None, typer.Option(help="fp32 or bf16 (default fp32; with --calibrate both).")
     ] = None,
     case: Annotated[int, typer.Option(help="Paper-suite case index (default: the last).")] = -1,
-    summary: Annotated[
-        str, typer.Option(help="Summary to print: filtered, full or none.")
-    ] = "filtered",
+    summary: Annotated[Summary, typer.Option(help="Summary to print.")] = Summary.filtered,
     calibrate: Annotated[
         bool, typer.Option("--calibrate", help="Profile every baseline; store Otsu thresholds.")
     ] = False,
@@ -488,9 +749,11 @@ def profile_cmd(
     from .tasks import discover, get_task
 
     if calibrate:
-        names = [o.strip() for o in ops.split(",")] if ops else list(discover())
+        names = _op_names(ops) or list(discover())
         if resume and (out is None or ray is not None):
             raise UserError("--resume needs --out DIR (the earlier calibration) and no --ray")
+        if out is not None:
+            _check_writable(out, directory=True)
         _calibrate([get_task(n) for n in names], _variants(dtype or Dtype.both), gpus, out, ray,
                    resume)  # fmt: skip
         return
@@ -498,12 +761,16 @@ def profile_cmd(
         raise UserError("profile needs OP and FILE (or --calibrate)")
     dtype = dtype or Dtype.fp32
     if dtype == Dtype.both:
-        raise UserError("profile takes one --dtype")
-    if summary not in ("filtered", "full", "none"):
-        raise UserError("--summary must be filtered, full or none")
+        raise UserError("profile takes one --dtype (both only with --calibrate)")
     task = get_task(op)
     if not file.is_file():
         raise UserError(f"no such file: {file}")
+    n = len(task.cases("paper"))
+    if not -n <= case < n:
+        raise UserError(f"--case {case}: the paper suite of {op} has cases 0 to {n - 1} (or -1, "
+                        "the last)")  # fmt: skip
+    if out is not None:
+        _check_writable(out, directory=True)
     device = _device()
     rep = profile(task, dtype.value, Impl("candidate", file.resolve()), device.arch,
                   case_index=case, out_dir=out, device_uuid=device.uuid)  # fmt: skip
@@ -512,7 +779,7 @@ def profile_cmd(
     elif not rep.result.ok:
         console.print(f"profile missing: {rep.result.error}")
     else:
-        s = rep.summaries[summary]
+        s = rep.summaries[summary.value]
         console.print(s.text, highlight=False)
         kernels = len(rep.result.kernels)
         console.print(f"({summary} summary: {s.tokens} tokens; {kernels} kernel(s); "
@@ -642,26 +909,30 @@ def optimize_cmd(
         ),
     ],
     ops: Annotated[str, typer.Option(help="Comma-separated operators.")],
-    dtype: Annotated[Dtype, typer.Option(help="fp32, bf16 or both.")] = Dtype.fp32,
+    dtype: Annotated[Dtype, typer.Option(help="The variants to optimize.")] = Dtype.fp32,
     run: Annotated[Path | None, typer.Option(help="Run directory (default runs/<time>).")] = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL.")] = None,
-    rounds: Annotated[int, typer.Option(help="Optimization rounds.")] = 3,
-    debug: Annotated[int, typer.Option(help="Debug attempts per round.")] = 3,
+    rounds: Annotated[int, typer.Option(min=1, help="Optimization rounds.")] = 3,
+    debug: Annotated[int, typer.Option(min=0, help="Debug attempts per round.")] = 3,
     profile: Annotated[
-        str, typer.Option(help="Profile given to the planner: filtered, full, none.")
-    ] = "filtered",
+        Summary, typer.Option(help="Profile summary given to the planner.")
+    ] = Summary.filtered,
     flags: Annotated[
-        str,
+        Flags,
         typer.Option(
             help="nvcc flags: 'measure' (flag variants screened on the GPU, the fastest correct "
             "kept) or 'agent' (the compiler agent chooses, as in the paper)."
         ),
-    ] = "measure",
-    suite: Annotated[Suite, typer.Option(help="Suite the candidates are scored on.")] = Suite.paper,
+    ] = Flags.measure,
+    suite: Annotated[
+        OneSuite, typer.Option(help="Suite the candidates are scored on.")
+    ] = OneSuite.paper,
     max_cost: Annotated[
-        float | None, typer.Option(help="Stop when the run has cost this many USD.")
+        float | None, typer.Option(min=0.0, help="Stop when the run has cost this many USD.")
     ] = None,
-    max_tokens: Annotated[int | None, typer.Option(help="Stop after this many tokens.")] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(min=1, help="Stop after this many tokens.")
+    ] = None,
     price: Annotated[
         str | None,
         typer.Option(
@@ -669,45 +940,70 @@ def optimize_cmd(
             "price table does not know (needed with --max-cost)."
         ),
     ] = None,
-    concurrency: Annotated[int, typer.Option(help="Tasks whose LLM calls run at once.")] = 4,
-    temperature: Annotated[float | None, typer.Option(help="Sampling temperature.")] = None,
-    reasoning_effort: Annotated[str | None, typer.Option(help="low, medium or high.")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Tasks whose LLM calls run at once.")] = 4,
+    temperature: Annotated[
+        float | None, typer.Option(min=0.0, help="Sampling temperature.")
+    ] = None,
+    reasoning_effort: Annotated[
+        Effort | None, typer.Option(help="Reasoning effort (models that take one).")
+    ] = None,
     max_output: Annotated[
-        int, typer.Option(help="Output tokens per answer (reasoning models get at least 32K).")
+        int,
+        typer.Option(min=1, help="Output tokens per answer (reasoning models get at least 32K)."),
     ] = 16384,
     sol_target: Annotated[
-        float | None, typer.Option(help="Stop a task at this fraction of the speed of light.")
+        float | None,
+        typer.Option(min=0.0, help="Stop a task at this fraction of the speed of light."),
     ] = None,
     gpus: Annotated[
         str | None, typer.Option(help="GPUs for the evaluations: 'all' or indices like 0,2.")
     ] = None,
 ) -> None:
-    """Optimize operators with an LLM: R rounds of plan, code, build, debug, evaluate, profile."""
+    """Optimize operators with an LLM: R rounds of plan, code, build, debug, evaluate, profile.
+
+    Exit codes:
+    0: no task failed (each is done, or waits for an exchange answer or a budget: resume it)
+    1: a task failed (`cudamaster results RUN` and the task's error.log say why)
+    2: bad input or no GPU, said in one line (a run it stops is saved as interrupted)"""
     from .agents import runner
-    from .agents.loop import FlagMode, LoopOptions
+    from .agents.loop import LoopOptions
     from .llm.base import Options
     from .llm.prices import parse_price
 
-    if profile not in ("filtered", "full", "none"):
-        raise UserError("--profile must be filtered, full or none")
-    if flags not in ("measure", "agent"):
-        raise UserError("--flags must be measure or agent")
-    if reasoning_effort not in (None, "low", "medium", "high"):
-        raise UserError("--reasoning-effort must be low, medium or high")
-    if suite == Suite.both:
-        raise UserError("optimize scores on one --suite")
-    llm = Options(temperature=temperature, reasoning_effort=reasoning_effort,
+    names = _op_names(ops)
+    assert names is not None
+    if run is not None and run.exists() and not run.is_dir():
+        raise UserError(f"--run {run} is a file: name a new directory for the run (or resume an "
+                        "earlier run with `cudamaster resume DIR`)")  # fmt: skip
+    llm = Options(temperature=temperature,
+                  reasoning_effort=reasoning_effort.value if reasoning_effort else None,
                   max_output_tokens=max_output)  # fmt: skip
-    opts = LoopOptions(rounds=rounds, debug_attempts=debug, profile=profile,
-                       flags=cast(FlagMode, flags), sol_target=sol_target,
+    opts = LoopOptions(rounds=rounds, debug_attempts=debug, profile=profile.value,
+                       flags=flags.value, sol_target=sol_target,
                        max_cost_usd=max_cost, max_tokens=max_tokens, llm=llm)  # fmt: skip
     run = run or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
-    names = [o.strip() for o in ops.split(",") if o.strip()]
-    with _task_progress(len(names) * len(_variants(dtype))) as done:
-        states = runner.start(run, names, _variants(dtype), model, base_url, suite.value, opts,
-                              concurrency, progress=done, gpus=gpus,
-                              price=parse_price(price) if price else None)  # fmt: skip
+    parsed = parse_price(price) if price else None
+    try:
+        with _task_progress(len(names) * len(_variants(dtype))) as done:
+            states = runner.start(run, names, _variants(dtype), model, base_url, suite.value,
+                                  opts, concurrency, progress=done, gpus=gpus,
+                                  price=parsed)  # fmt: skip
+    except UserError as exc:
+        raise _interrupted(run, exc) from None
     _print_states(states, run)
+    if runner.failed(states):
+        raise typer.Exit(1)
+
+
+def _interrupted(run: Path, exc: UserError) -> UserError:
+    """``exc`` as said to the user: if it stopped the run before its first step (the run is
+    then saved as interrupted), with how to go on."""
+    with contextlib.suppress(OSError, ValueError):
+        m = json.loads((run / "run.json").read_text())
+        if m.get("status") == "interrupted" and str(exc).startswith(str(m.get("reason"))):
+            return UserError(f"{exc}; run {run} saved as interrupted: `cudamaster resume {run}` "
+                             "continues it")  # fmt: skip
+    return exc
 
 
 @contextlib.contextmanager
@@ -720,36 +1016,49 @@ def _task_progress(total: int):
         def done(name: str, state) -> None:
             progress.update(bar, advance=1, description=f"{name}: {state.status}")
 
-        yield done
+        try:
+            yield done
+        except UserError:  # no task ran: the error's one line is all there is to say
+            if progress.tasks[0].completed == 0:
+                progress.live.transient = True
+            raise
 
 
 @app.command("resume")
 def resume_cmd(
     run: Annotated[Path, typer.Argument(help="The run directory.")],
     max_cost: Annotated[
-        float | None, typer.Option(help="A new cost budget for the whole run, in USD.")
+        float | None, typer.Option(min=0.0, help="A new cost budget for the whole run, in USD.")
     ] = None,
     max_tokens: Annotated[
-        int | None, typer.Option(help="A new token budget for the whole run.")
+        int | None, typer.Option(min=1, help="A new token budget for the whole run.")
     ] = None,
     price: Annotated[
         str | None, typer.Option(help="IN,OUT: USD per million input and output tokens.")
     ] = None,
 ) -> None:
     """Continue a run that stopped (killed, waiting for an exchange answer, out of budget),
-    optionally with new budgets."""
+    optionally with new budgets.
+
+    Exit codes:
+    0: no task failed
+    1: a task failed (`cudamaster results RUN` says why)
+    2: bad input (a missing or broken run directory) or no GPU, said in one line"""
     from .agents import runner
     from .agents.rundir import RunDir
     from .llm.prices import parse_price
 
-    rd = RunDir(run)
-    if not rd.manifest.exists():
-        raise UserError(f"{run} is not a run directory (no run.json)")
+    rd = RunDir.existing(run)
     if max_cost is not None or max_tokens is not None or price is not None:
         runner.change_budgets(rd, max_cost, max_tokens, parse_price(price) if price else None)
-    with _task_progress(len(rd.read_manifest()["tasks"])) as done:
-        states = runner.execute(rd, done)
+    try:
+        with _task_progress(len(rd.read_manifest()["tasks"])) as done:
+            states = runner.execute(rd, done)
+    except UserError as exc:
+        raise _interrupted(run, exc) from None
     _print_states(states, run)
+    if runner.failed(states):
+        raise typer.Exit(1)
 
 
 def _print_states(states: dict, run: Path) -> None:
@@ -768,7 +1077,9 @@ def results_cmd(
     """Per task: best score with its noise, speedups, speed of light, tokens, cost, class
     before/after; and the cumulative success table at tau = 0, 1, 2, 4, 8."""
     from .agents import runner
+    from .agents.rundir import RunDir
 
+    dirs = [RunDir.existing(run) for run in runs]  # all checked before any is read
     rows = [r for run in runs for r in runner.results(run)]
     if as_json:
         print(runner.dump(rows))
@@ -789,6 +1100,11 @@ def results_cmd(
     for row in runner.success(rows):
         succ.add_row(str(row["tau"]), f"{row['solved']}/{row['total']}", f"{row['rate']:.0%}")
     console.print(succ)
+    for rd in dirs:
+        m = rd.read_manifest()
+        if m.get("reason"):
+            console.print(f"{rd.root}: {m.get('status')}: {m['reason']} (`cudamaster resume "
+                          f"{rd.root}` continues it)", markup=False, highlight=False)  # fmt: skip
 
 
 def _num(x: float | None) -> str:
@@ -924,14 +1240,49 @@ def _bench_row(name: str, variant: str, suite: str, scores: dict) -> list[str]:
     ]
 
 
+def _click_error(name: str) -> type[Exception]:
+    """click's exception ``name``, from whichever click typer uses (newer typers vendor one)."""
+    usage = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+    found = getattr(sys.modules[usage.__module__], name, None)
+    return found if isinstance(found, type) else type(f"_No{name}", (Exception,), {})
+
+
+_USAGE_ERROR = _click_error("UsageError")
+_CLICK_ERROR = _click_error("ClickException")
+_NO_ARGS = _click_error("NoArgsIsHelpError")
+
+
+def _error(message: str) -> None:
+    err_console.print(f"[bold red]error:[/bold red] {escape(' '.join(message.split()))}",
+                      highlight=False, soft_wrap=True)  # fmt: skip
+
+
 def main() -> None:
-    """Entry point: a UserError is one line on stderr and exit code 2, never a traceback."""
+    """Entry point: a UserError, and a bad option or argument, is one line on stderr and exit
+    code 2, never a traceback."""
     __import__("cudamaster.bench.sandbox", fromlist=["*"]).make_undumpable()  # docs/sandbox.md
     try:
-        app()
+        code = app(standalone_mode=False)  # click's errors come here, to be said in one line
     except UserError as exc:
-        err_console.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
+        _error(str(exc))
         sys.exit(2)
+    except _NO_ARGS as exc:  # the help (a rich help is printed already, as it is made)
+        if text := getattr(exc, "format_message", str)().strip():
+            print(text, file=sys.stderr)
+        sys.exit(getattr(exc, "exit_code", 2))
+    except _USAGE_ERROR as exc:  # a bad option or argument: click's message, on one line
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx is not None else "cudamaster"
+        text = getattr(exc, "format_message", str)().replace("Value error, ", "")  # pydantic's
+        _error(f"{text} (see `{where} --help`)")
+        sys.exit(getattr(exc, "exit_code", 2))
+    except _CLICK_ERROR as exc:
+        _error(getattr(exc, "format_message", str)())
+        sys.exit(getattr(exc, "exit_code", 1))
+    except typer.Abort:
+        _error("aborted")
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ..errors import UserError
 from ..llm.base import Completion
 from ..llm.offline import safe_name as safe
 
@@ -31,9 +32,27 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 class RunDir:
+    """A run directory; nothing is created on disk until something is written into it."""
+
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+
+    @classmethod
+    def existing(cls, root: Path) -> RunDir:
+        """An existing run's directory, or a UserError saying what the path is instead (a
+        mistyped path creates nothing)."""
+        root = Path(root)
+        if not root.exists():
+            raise UserError(f"no run directory at {root}: check the path (runs are under runs/ "
+                            "unless --run named another place)")  # fmt: skip
+        if not root.is_dir():
+            raise UserError(f"{root} is a file, not a run directory: name the run's directory")
+        run = cls(root)
+        if not run.manifest.is_file():
+            raise UserError(f"{root} is not a run directory (no run.json): name the directory "
+                            "that `cudamaster optimize` printed")  # fmt: skip
+        run.read_manifest()  # a corrupt run.json fails here, as one line
+        return run
 
     # -- run-level --------------------------------------------------------------------------
     @property
@@ -44,7 +63,31 @@ class RunDir:
         _atomic_write(self.manifest, json.dumps(data, indent=1))
 
     def read_manifest(self) -> dict[str, Any]:
-        return json.loads(self.manifest.read_text())
+        """run.json, checked: a corrupt, empty or foreign file is a UserError, not a traceback."""
+        fix = ("restore it from a copy, or start a new run with `cudamaster optimize --run` "
+               "elsewhere")  # fmt: skip
+        try:
+            data = json.loads(self.manifest.read_text())
+        except FileNotFoundError:
+            raise UserError(f"{self.root} is not a run directory (no run.json)") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            why = (
+                "it is empty"
+                if isinstance(exc, json.JSONDecodeError) and not exc.doc.strip()
+                else f"{type(exc).__name__}: {exc}"
+            )
+            raise UserError(f"{self.manifest} cannot be read ({why}): {fix}") from None
+        tasks = data.get("tasks") if isinstance(data, dict) else None
+        ok = (
+            isinstance(tasks, list)
+            and all(isinstance(t, list) and len(t) == 2 for t in tasks)
+            and isinstance(data.get("options"), dict)
+            and isinstance(data.get("model"), str)
+        )
+        if not ok:
+            raise UserError(f"{self.manifest} is not a run manifest (it needs model, tasks and "
+                            f"options): {fix}")  # fmt: skip
+        return data
 
     def ledger(self) -> list[dict[str, Any]]:
         path = self.root / "ledger.jsonl"

@@ -108,7 +108,12 @@ def execute(run: RunDir, progress: Callable[[str, TaskState], None] | None = Non
     options = options_from(m["options"])
     provider = _provider(m, options)
     budget = Budget(options.max_cost_usd, options.max_tokens, Cost(*run.spent()))
-    factory = backends or _gpu_backends(run, m)
+    try:
+        factory = backends or _gpu_backends(run, m)
+    except BaseException as exc:  # no GPU, Ctrl-C: the run stops before its first step
+        _interrupted(run, m, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        raise
+    _set_status(run, "running", None)
 
     def one(pair: list[str]) -> tuple[str, TaskState]:
         name = f"{pair[0]}-{pair[1]}"
@@ -132,8 +137,55 @@ def execute(run: RunDir, progress: Callable[[str, TaskState], None] | None = Non
             progress(name, state)
         return name, state
 
-    with ThreadPoolExecutor(max_workers=max(1, int(m.get("concurrency", 4)))) as pool:
-        return dict(pool.map(one, m["tasks"]))
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, int(m.get("concurrency", 4)))) as pool:
+            states = dict(pool.map(one, m["tasks"]))
+    except BaseException as exc:  # Ctrl-C: the tasks keep their states, the run says so
+        _set_status(run, "interrupted", f"{type(exc).__name__} {exc}".strip())
+        raise
+    _set_status(run, run_status(states), None)
+    return states
+
+
+#: A run's status is its worst task's: the first of these that some task has.
+_STATUS_ORDER = ("failed", "interrupted", "running", "waiting", "stopped", "done")
+
+
+def run_status(states: dict[str, TaskState]) -> str:
+    """The run's status from its tasks': failed if any failed, done if all are done."""
+    have = {s.status for s in states.values()}
+    return next((s for s in _STATUS_ORDER if s in have), "done")
+
+
+def failed(states: dict[str, TaskState]) -> list[str]:
+    """The tasks that failed or never began (the CLI exits 1 when there are any)."""
+    return [name for name, s in states.items() if s.status in ("failed", "interrupted")]
+
+
+def _set_status(run: RunDir, status: str, reason: str | None) -> None:
+    """run.json's status (and why, for a run that stopped early)."""
+    m = run.read_manifest()
+    m["status"] = status
+    if reason:
+        m["reason"] = reason
+    else:
+        m.pop("reason", None)
+    run.write_manifest(m)
+
+
+def _interrupted(run: RunDir, m: dict[str, Any], reason: str) -> None:
+    """A run stopped before its first step: run.json and every task not yet begun say so (a
+    task begun keeps its state; `cudamaster resume` continues them all)."""
+    _set_status(run, "interrupted", reason)
+    for op, variant in m["tasks"]:
+        tdir = run.task_dir(op, variant)
+        saved = run.load_json(tdir, "state.json")
+        state = TaskState.from_dict(saved) if saved else TaskState()
+        if state.status in ("running", "interrupted"):
+            state.status = "interrupted"
+            when = "began" if state.baseline is None else "went on"
+            state.detail = f"the run stopped before this task {when}: {reason}"
+            run.save_json(tdir, "state.json", asdict(state))
 
 
 @dataclass

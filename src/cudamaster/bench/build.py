@@ -1,5 +1,9 @@
 """Compile an implementation (.cu) into a shared library with nvcc, cached by content hash.
 
+The cache key is the source, the flags, nvcc's version and what the vendor include folders
+hold (their files' contents, not their paths), so that checkouts and virtual environments with
+the same headers share builds, and a changed header builds again.
+
 The build log and ptxas resource usage are kept beside the library. Libraries link the CUDA
 runtime shared (``-cudart shared``) so that their undefined symbols list only what the
 implementation itself uses (see symbols.py).
@@ -16,11 +20,13 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
 
 from ..errors import UserError
+from ..extras import install_line
 from .client import without_secrets
 
 log = logging.getLogger(__name__)
@@ -103,6 +109,11 @@ def cache_dir() -> Path:
     return Path(root)
 
 
+def build_cache_dir() -> Path:
+    """Where builds are kept: $CUDAMASTER_BUILD_CACHE, else the cache's build/."""
+    return Path(os.environ.get("CUDAMASTER_BUILD_CACHE") or cache_dir() / "build")
+
+
 def _python_nvidia_dirs(sub: str) -> list[Path]:
     """include/ or lib/ folders of the nvidia-* Python wheels (cuDNN ships only as one)."""
     dirs: list[Path] = []
@@ -116,20 +127,55 @@ def _python_nvidia_dirs(sub: str) -> list[Path]:
 VENDOR_HEADERS = ("cublas_v2.h", "cusparse.h", "cudnn.h", "cufft.h")
 
 
+def vendor_dirs() -> list[Path]:
+    """Where scripts/vendor-headers.sh puts the headers it fetches (under nvidia/*/include):
+    $CUDAMASTER_VENDOR (folders separated by ':'), else the checkout's build/vendor, then the
+    cache's vendor/ (shared by checkouts; the tests fetch there)."""
+    env = os.environ.get("CUDAMASTER_VENDOR")
+    if env:
+        return [Path(p) for p in env.split(os.pathsep) if p]
+    return [Path(__file__).resolve().parents[3] / "build" / "vendor", cache_dir() / "vendor"]
+
+
 def vendor_include_dirs() -> list[Path]:
     """For each vendor header, the first folder that has it: the toolkit, the nvidia-* wheels,
-    then build/vendor (headers fetched by scripts/vendor-headers.sh). Only folders that hold a
-    vendor header are returned, so a wheel's own CUDA runtime headers never shadow nvcc's."""
+    then the vendor_dirs(). Only folders that hold a vendor header are returned, so a wheel's
+    own CUDA runtime headers never shadow nvcc's."""
     toolkit = Path("/usr/local/cuda/include")
-    env = os.environ.get("CUDAMASTER_VENDOR")
-    vendor = Path(env) if env else Path(__file__).resolve().parents[3] / "build" / "vendor"
-    search = [toolkit, *_python_nvidia_dirs("include"), *sorted(vendor.glob("nvidia/*/include"))]
+    fetched = [d for v in vendor_dirs() for d in sorted(v.glob("nvidia/*/include"))]
+    search = [toolkit, *_python_nvidia_dirs("include"), *fetched]
     found: list[Path] = []
     for header in VENDOR_HEADERS:
         first = next((d for d in search if (d / header).exists()), None)
         if first is not None and first != toolkit and first not in found:
             found.append(first)
     return found
+
+
+_DIGESTS: dict[tuple, str] = {}  # (folder, its files' names, sizes and mtimes) -> digest
+
+
+def headers_digest(folder: Path) -> str:
+    """A digest of every file under FOLDER (names and contents): what an include folder gives
+    a build. The contents are read again when a file's size or mtime changes, and while any
+    file is too recent for its mtime to tell (a second write within the clock's tick)."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    stats = tuple((str(p.relative_to(folder)), *_stat(p)) for p in files)
+    sign = (str(folder), stats)
+    if sign in _DIGESTS:
+        return _DIGESTS[sign]
+    h = hashlib.sha256()
+    for p in files:
+        h.update(str(p.relative_to(folder)).encode() + b"\0" + p.read_bytes() + b"\0")
+    digest = "headers:" + h.hexdigest()
+    if all(time.time_ns() - mtime > 2_000_000_000 for _, _, mtime in stats):
+        _DIGESTS[sign] = digest
+    return digest
+
+
+def _stat(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns
 
 
 def vendor_lib_dirs() -> list[Path]:
@@ -184,6 +230,10 @@ def parse_ptxas(text: str) -> list[KernelResources]:
     return list(kernels.values())
 
 
+#: nvcc's words when neither the cudnn extra, nor a cuDNN of the system, is there
+_CUDNN_MISSING = re.compile(r"cudnn\.h: No such file|cannot find -l:?(lib)?cudnn\b")
+
+
 def _first_error(log_text: str) -> str:
     """The line that says what went wrong: a compiler error, else the linker's reason."""
     lines = [ln.strip() for ln in log_text.splitlines() if ln.strip()]
@@ -207,16 +257,17 @@ def build(
         code = source.read_bytes()
     except OSError as exc:
         raise UserError(f"cannot read {source}: {exc.strerror}") from None
-    includes = [f"-I{d}" for d in vendor_include_dirs()]  # headers only; linking is checked
-    out_kind = ["-c"] if compile_only else []
-    flags = [*BASE_FLAGS, f"-arch={arch}", *extra_flags, *includes, *out_kind]
-    if compile_only:
-        flags = [f for f in flags if f not in ("-shared",)]
+    include_dirs = vendor_include_dirs()  # headers only; linking is checked
+    includes = [f"-I{d}" for d in include_dirs]
+    base = [f for f in BASE_FLAGS if not (compile_only and f == "-shared")]
+    flags = [*base, f"-arch={arch}", *extra_flags, *includes, *(["-c"] if compile_only else [])]
     link = [] if compile_only else _link_flags(links)
+    # keyed on what the include folders hold, not on where they are: checkouts share builds
+    keyed = [f for f in flags if f not in includes] + [headers_digest(d) for d in include_dirs]
     key = hashlib.sha256(
-        b"\0".join([code, " ".join(flags + link).encode(), nvcc_version().encode()])
+        b"\0".join([code, " ".join(keyed + link).encode(), nvcc_version().encode()])
     ).hexdigest()[:24]
-    out_dir = cache_dir() / "build" / key
+    out_dir = build_cache_dir() / key
     library = out_dir / ("impl.o" if compile_only else "impl.so")
     log_path = out_dir / "build.log"
     meta_path = out_dir / "build.json"
@@ -260,6 +311,9 @@ def _compile(
     log_path.write_text(log_text)
     if proc.returncode != 0:
         library.unlink(missing_ok=True)
+        if _CUDNN_MISSING.search(proc.stderr):
+            raise BuildError(f"{source.name} needs cuDNN, which is not installed here: "
+                             f"{install_line('cudnn')}", log_path)  # fmt: skip
         first = _first_error(proc.stderr).replace(str(out_dir / "source.cu"), source.name)
         raise BuildError(f"compile error in {source.name}: {first}", log_path)
     resources = parse_ptxas(proc.stderr + proc.stdout)

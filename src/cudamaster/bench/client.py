@@ -80,9 +80,9 @@ class WorkerClient:
     def __init__(self, label: str, cores: tuple[int, ...] | None = None) -> None:
         """``cores``: the only CPUs the worker may run on (cudamaster.cpus), or any."""
         self.label = label
-        self.stderr = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed in close())
-            prefix=f"worker-{label}-", suffix=".log", delete=False
-        )
+        # the worker's stderr: a file without a name (gone with the last descriptor, even if
+        # this process is killed), read back into the details of a crash or a violation
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cudamaster.bench.worker"],
             stdin=subprocess.PIPE,
@@ -97,11 +97,16 @@ class WorkerClient:
         self.selector.register(self.proc.stdout, selectors.EVENT_READ)
         self._buffer = b""
 
-    def stderr_tail(self, lines: int = 8) -> str:
+    def _stderr_text(self) -> str:
+        """What the worker has written to its stderr so far."""
         try:
-            text = Path(self.stderr.name).read_text(errors="replace")
-        except OSError:
+            fd = self.stderr.fileno()
+            return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
+        except (OSError, ValueError):  # closed
             return ""
+
+    def stderr_tail(self, lines: int = 8) -> str:
+        text = self._stderr_text()
         keep = [ln for ln in text.splitlines() if ln.strip()][-lines:]
         return " | ".join(keep)
 
@@ -158,10 +163,7 @@ class WorkerClient:
 
     def _violation(self) -> str:
         """What the sandbox stopped: the line the worker's SIGSYS handler wrote."""
-        try:
-            text = Path(self.stderr.name).read_text(errors="replace")
-        except OSError:
-            text = ""
+        text = self._stderr_text()
         said = [ln.removeprefix(TAG).strip() for ln in text.splitlines() if ln.startswith(TAG)]
         # unnamed where the call was made with signals blocked (glibc's posix_spawn, under
         # system()): the kernel then kills without running the handler
@@ -189,7 +191,6 @@ class WorkerClient:
                 self.kill()
         self.selector.close()
         self.stderr.close()
-        Path(self.stderr.name).unlink(missing_ok=True)
 
 
 class WorkerPool:

@@ -8,6 +8,7 @@ import os
 import time
 from typing import Any
 
+from ..extras import optimizer_missing
 from . import caps
 from .base import Completion, Message, Options, Provider, ProviderError, Usage
 from .prices import Price
@@ -36,7 +37,10 @@ class Anthropic(Provider):
     def _stream(self, client: Any, kwargs: dict[str, Any]) -> Any:
         """One streamed call -> the final message; every failure a one-line ProviderError
         (with the HTTP status where the server refused the request)."""
-        import anthropic
+        try:
+            import anthropic
+        except ImportError:
+            raise optimizer_missing("anthropic") from None
 
         started = False
         try:
@@ -53,7 +57,10 @@ class Anthropic(Provider):
             raise ProviderError(f"{self.label}: {exc.message}") from None
 
     def complete(self, messages: list[Message], options: Options, key: str) -> Completion:
-        import anthropic
+        try:
+            import anthropic
+        except ImportError:
+            raise optimizer_missing("anthropic") from None
 
         cap = self.output_cap(options)
         system = "\n\n".join(m.content for m in messages if m.role == "system")

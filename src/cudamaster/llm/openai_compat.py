@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..extras import optimizer_missing
 from . import caps
 from .base import Completion, Message, Options, Provider, ProviderError, Usage
 from .prices import Price
@@ -80,7 +81,10 @@ class OpenAICompatible(Provider):
         self._key = key or "not-needed"
 
     def _client(self, options: Options) -> Any:
-        from openai import OpenAI
+        try:
+            from openai import OpenAI
+        except ImportError:
+            raise optimizer_missing("openai") from None
 
         return OpenAI(api_key=self._key, base_url=self.base_url, timeout=options.timeout_s,
                       max_retries=options.max_retries)  # fmt: skip
@@ -91,7 +95,10 @@ class OpenAICompatible(Provider):
     def _stream(self, client: Any, kwargs: dict[str, Any]) -> Streamed:
         """One streamed call; every failure a one-line ProviderError (with the HTTP status
         where the server refused the request)."""
-        import openai
+        try:
+            import openai
+        except ImportError:
+            raise optimizer_missing("openai") from None
 
         try:
             stream = client.chat.completions.create(**kwargs)

@@ -9,6 +9,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from ..errors import UserError
+from ..extras import optimizer_missing
 
 if TYPE_CHECKING:
     from .base import Usage
@@ -43,8 +44,11 @@ def parse_price(text: str) -> Price:
 
 def _table_cost(provider: str, model: str, usage: Usage) -> float:
     """USD from the price table; LookupError when it does not know the model."""
-    from genai_prices import Usage as PriceUsage
-    from genai_prices import calc_price
+    try:
+        from genai_prices import Usage as PriceUsage
+        from genai_prices import calc_price
+    except ImportError:
+        raise optimizer_missing("genai_prices") from None
 
     price = calc_price(
         PriceUsage(
@@ -66,6 +70,8 @@ def _in_table(provider: str, model: str) -> bool:
 
     try:
         _table_cost(provider, model, Usage())
+    except UserError:  # no price table: say which extra brings it
+        raise
     except Exception:  # LookupError for unknown models; keep the run going either way
         return False
     return True
@@ -92,6 +98,8 @@ def cost_usd(provider: str, model: str, usage: Usage, price: Price | None = None
     if _in_table(provider, model):
         try:
             return _table_cost(provider, model, usage)
+        except UserError:  # no price table
+            raise
         except Exception:  # the table knows the model but not this usage: keep going
             pass
     _warn_once(f"{provider}:{model}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..errors import UserError
+from ..extras import require_optimizer
 from .base import Provider, ProviderError
 from .openai_compat import SERVERS
 from .prices import Price
@@ -19,6 +20,7 @@ def make_provider(spec: str, base_url: str | None = None, price: Price | None = 
     name, sep, model = spec.partition(":")
     if not sep or not model:
         raise UserError(f"--model must be PROVIDER:MODEL (providers: {', '.join(KNOWN)})")
+    require_optimizer()  # every provider's run renders prompts and counts tokens
     try:
         if name == "replay":
             from .offline import Replay

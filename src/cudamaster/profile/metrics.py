@@ -2,7 +2,7 @@
 
 Ids are Nsight Compute metric names (base name plus rollup/submetric suffix); every base name
 except the launch__ attributes is listed in ``ncu --query-metrics`` for Hopper (checked by
-tests against shared/ref/ncu_metrics_h100_h200.txt).
+tests against tests/fixtures/ncu/hopper_metric_names.txt, an extract of that listing).
 """
 
 from __future__ import annotations

@@ -79,13 +79,15 @@ def profile(
     case = _case(task, suite, case_index)
     thresholds = classify.load(device_uuid) if device_uuid else classify.DEFAULT
     work = Path(tempfile.mkdtemp(prefix="cudamaster-profile-"))
+    result: ProfileResult | None = None
     try:
         spec = target_spec(task, variant, impl, arch, case, work)
         result = run_ncu(spec, out_dir or work / "ncu")
     finally:
         for sub in ("set0", "out"):
             shutil.rmtree(work / sub, ignore_errors=True)
-        if out_dir is not None:
+        # without OUT_DIR, ncu's report stays here (the result names it); nothing else does
+        if out_dir is not None or result is None or result.report is None:
             shutil.rmtree(work, ignore_errors=True)
     report = ProfileReport(task.name, variant, case.index, case.label, result, thresholds)
     if result.ok:

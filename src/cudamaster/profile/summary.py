@@ -76,11 +76,22 @@ def _encoding():
         return tiktoken.get_encoding("cl100k_base")
 
 
+@cache
+def _no_tiktoken() -> None:
+    from ..extras import install_line
+
+    log.warning("no token counts: tiktoken is not installed (%s)", install_line("optimize"))
+
+
 def count_tokens(text: str) -> int | None:
-    """Tokens in ``text`` (tiktoken's cl100k_base); None, logged, when tiktoken cannot load."""
+    """Tokens in ``text`` (tiktoken's cl100k_base); None, logged, when tiktoken cannot load
+    (it comes with the optimize extra: the benchmark's profiles do without)."""
     try:
         return len(_encoding().encode(text))
-    except Exception as exc:  # no tiktoken, or its encoding file cannot be fetched offline
+    except ImportError:
+        _no_tiktoken()
+        return None
+    except Exception as exc:  # its encoding file cannot be fetched offline
         log.warning("token count unavailable: %s", str(exc).splitlines()[0] if str(exc) else exc)
         return None
 

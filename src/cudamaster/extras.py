@@ -1,0 +1,48 @@
+"""The optional parts of cudamaster (pyproject.toml's extras) and the one-line error that names
+the extra to install when a part is missing. The benchmark needs none of them, except cuDNN
+for the cuDNN library baselines (the cudnn extra, or a cuDNN of the system)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from .errors import UserError
+
+#: What the optimizer imports (src/cudamaster/llm, agents/templates.py), by module name.
+OPTIMIZER_MODULES = ("openai", "anthropic", "genai_prices", "tiktoken", "jinja2")
+
+
+def install_line(extra: str) -> str:
+    """The pip command that adds EXTRA to this installation: an editable install from its
+    checkout ('.' when that is the working directory); otherwise from the user's clone."""
+    checkout = Path(__file__).resolve().parents[2]
+    if not (checkout / "pyproject.toml").is_file():  # installed from a clone, not editable
+        return f"pip install 'CLONE[{extra}]' (CLONE: your CUDAMaster clone)"
+    try:
+        here: Path | None = Path.cwd().resolve()
+    except OSError:  # the working directory is gone
+        here = None
+    where = "." if checkout == here else str(checkout)
+    return f"pip install -e '{where}[{extra}]'"
+
+
+def optimizer_missing(*modules: str) -> UserError:
+    """The error for optimizer SDKs that cannot be imported (module names)."""
+    names = ", ".join(m.replace("_", "-") for m in modules)  # as pip names them
+    return UserError(f"the optimizer needs its SDKs (missing: {names}): "
+                     f"{install_line('optimize')}")  # fmt: skip
+
+
+def _absent(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is None
+    except (ImportError, ValueError):  # a parent package missing, or a broken entry
+        return True
+
+
+def require_optimizer() -> None:
+    """UserError, naming the extra, unless every SDK of the optimizer can be imported."""
+    missing = [m for m in OPTIMIZER_MODULES if _absent(m)]
+    if missing:
+        raise optimizer_missing(*missing)
