@@ -27,7 +27,7 @@ OPS = (
     "spmm_csc",
     "spmm_ell",
 )
-SEEDS = range(20)
+SEEDS = range(8)
 FIXTURES = Path(__file__).parent / "fixtures" / "wrong_unseen"
 HUBS = sparse.STRUCTURES.index("hubs")
 STANDIN_K = 64  # the paper's SpMM cases with K = 4096 replaced by this (A does not depend on K)
