@@ -37,6 +37,11 @@ VALUE_KINDS = ("declared", "mixed", "ties", "sorted", "reversed")
 VALUES_PARAM = "values"
 
 
+def value_kind(params: dict[str, int | float]) -> str:
+    """The value kind a case's harness-drawn inputs take ("declared" but in unseen cases)."""
+    return VALUE_KINDS[int(params.get(VALUES_PARAM, 0))]
+
+
 def _check_formula(text: str) -> None:
     try:
         formula.parse(text)

@@ -361,12 +361,7 @@ class Evaluator:
             if (ask := self._recheck(lv, results[lv.impl.label], prepared)) is not None:
                 rechecked.append((lv, ask))
         hot = self._time_hot([lv for lv, _ in rechecked], results, prep)
-        for lv in active:
-            if lv.worker is not None:
-                try:
-                    lv.worker.request(60, Release())
-                except WorkerDied as exc:
-                    self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
+        self._release_all(active, results)
         mark("finish")
         mark.times["helper_cpu"] = round(prep.cpu_seconds() - cpu_case, 4)
         passed_timed = [(lv, j) for lv, j in saved if lv in passed]
@@ -412,12 +407,7 @@ class Evaluator:
                     res.detail = "; ".join(c.summary() for c in bad)
                 else:
                     res.verdict = "ok"
-            for lv in active:
-                if lv.worker is not None:
-                    try:
-                        lv.worker.request(60, Release())
-                    except WorkerDied as exc:
-                        self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
+            self._release_all(active, results)
         finally:
             prepared.discard()
         for lv in active:
@@ -429,6 +419,15 @@ class Evaluator:
                     f"unseen case {case.index} ({label(case)}; replay with --unseen-seed "
                     f"{self.unseen.seed}): {res.detail}"
                 )
+
+    def _release_all(self, lives: list[_Live], results: dict[str, CaseResult]) -> None:
+        """The case's buffers freed in every live worker (a worker that dies fails its case)."""
+        for lv in lives:
+            if lv.worker is not None:
+                try:
+                    lv.worker.request(60, Release())
+                except WorkerDied as exc:
+                    self._fail(lv, results[lv.impl.label], exc.verdict, exc.detail)
 
     def _recheck(self, lv: _Live, res: CaseResult, prepared: Prepared) -> Judgement | None:
         """A call on a fresh input set (into the first call's slot, judged by now), its outputs

@@ -14,7 +14,7 @@ from .. import formula
 from ..dtypes import ITEMSIZE, STORAGE, concrete, f32_to_bf16_bits, to_float64, to_storage
 from ..errors import UserError
 from ..parallel import over_rows, threads
-from ..tasks import VALUE_KINDS, VALUES_PARAM, Case, Task
+from ..tasks import Case, Task, value_kind
 
 
 def case_seed(task: str, variant: str, case: Case, set_index: int, base_seed: int) -> int:
@@ -143,7 +143,7 @@ def make_inputs(task: Task, case: Case, variant: str, seed: int) -> InputSet:
             else:
                 params[key] = value
     names = task.names(params, variant)
-    kind = VALUE_KINDS[int(params.get(VALUES_PARAM, 0))]
+    kind = value_kind(params)
     result = InputSet(seed=seed, params=params)
     for position, arg in enumerate(task.spec.args):
         arg_seq = np.random.SeedSequence([seed, position])  # each argument its own stream

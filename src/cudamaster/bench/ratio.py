@@ -38,8 +38,7 @@ class Ratio:
 
 def relative_error(stats: TimingStats) -> float:
     """One median's standard error, with the process offset, relative to the median."""
-    se_ms = 0.93 * stats.iqr_ms / math.sqrt(max(stats.samples, 1))
-    return math.hypot(se_ms, PROCESS_OFFSET_US * 1e-3) / stats.median_ms
+    return math.hypot(stats.standard_error_ms, PROCESS_OFFSET_US * 1e-3) / stats.median_ms
 
 
 def ratio(numerator: TimingStats, denominator: TimingStats) -> Ratio:

@@ -55,6 +55,11 @@ class TimingStats:
     samples: int
 
     @property
+    def standard_error_ms(self) -> float:
+        """The median's estimated standard error: 0.93 * IQR / sqrt(n) (see TimingPolicy)."""
+        return 0.93 * self.iqr_ms / float(np.sqrt(max(self.samples, 1)))
+
+    @property
     def spread(self) -> float:
         return self.iqr_ms / self.median_ms if self.median_ms > 0 else 0.0
 
@@ -82,4 +87,5 @@ def settled(times_ms: list[float], spent_s: float, policy: TimingPolicy) -> bool
 
 def median_error(times_ms: list[float]) -> float:
     """Estimated relative standard error of the median (0.93 * IQR / sqrt(n) / median)."""
-    return 0.93 * summarize(times_ms).spread / float(np.sqrt(len(times_ms)))
+    stats = summarize(times_ms)
+    return stats.standard_error_ms / stats.median_ms if stats.median_ms > 0 else 0.0

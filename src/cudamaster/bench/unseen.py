@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import formula
 from ..errors import UserError
-from ..tasks import VALUE_KINDS, VALUES_PARAM, Case, Task
+from ..tasks import VALUE_KINDS, VALUES_PARAM, Case, Task, value_kind
 
 UNSEEN_CASES = 6  # per evaluation, by default
 UNSEEN_MAX_BYTES = 32 << 20  # compulsory traffic of one unseen case, FP32
@@ -76,11 +76,6 @@ def draw(task: Task, count: int = UNSEEN_CASES, seed: int | None = None) -> Unse
             params[VALUES_PARAM] = VALUE_KINDS.index(kind)
         cases.append(Case(f"{SUITE_PREFIX}{seed}", k, params))
     return UnseenDraw(seed, tuple(cases))
-
-
-def value_kind(params: dict[str, int | float]) -> str:
-    """The value kind an (unseen) case's harness-drawn inputs take."""
-    return VALUE_KINDS[int(params.get(VALUES_PARAM, 0))]
 
 
 def label(case: Case) -> str:
