@@ -177,22 +177,32 @@ def test_optimize_and_resume_exit_1_when_a_task_failed(gpu, tmp_path):
     assert helps.count("Exit codes:") == 2 and helps.count("1: a task failed") == 2
 
 
-def test_a_run_stopped_by_no_gpu_says_it_was_interrupted(tmp_path):
+def test_a_run_without_a_gpu_waits_for_one_and_says_where_to_resume(tmp_path):
     run = tmp_path / "run"
-    line = one_line_error(cli("optimize", "--model", replay(tmp_path), "--ops", "vector_add",
-                              "--run", str(run), CUDA_VISIBLE_DEVICES=""),
-                          "no GPU found", f"`cudamaster resume {run}`")  # fmt: skip
+    proc = cli("optimize", "--model", replay(tmp_path), "--ops", "vector_add", "--run", str(run),
+               CUDA_VISIBLE_DEVICES="")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]  # nothing failed: the task waits
+    assert "Traceback" not in proc.stderr
+    assert "vector_add-fp32: needs_gpu" in proc.stdout and "no GPU found" in proc.stdout
+    assert f"`cudamaster resume {run}` on a GPU machine" in proc.stdout
     manifest = json.loads((run / "run.json").read_text())
-    assert manifest["status"] == "interrupted" and "no GPU found" in manifest["reason"]
-    assert manifest["reason"] in line
+    assert manifest["status"] == "needs_gpu" and "reason" not in manifest
     res = cli("results", str(run), "--json")
     assert res.returncode == 0, res.stderr
     (row,) = json.loads(res.stdout)["tasks"]
-    assert row["status"] == "interrupted"
-    state = json.loads((run / "vector_add-fp32" / "state.json").read_text())
-    assert state["detail"].startswith("the run stopped before this task began: no GPU found")
-    table = cli("results", str(run), COLUMNS="300").stdout
-    assert "interrupted" in table and f"{run}: interrupted: no GPU found" in table
+    assert row["status"] == "needs_gpu" and row["candidates"] == 0
+
+
+def test_each_operator_may_name_its_own_dtype(tmp_path):
+    run = tmp_path / "run"
+    proc = cli("optimize", "--model", replay(tmp_path), "--ops", "softmax:bf16,vector_add",
+               "--dtype", "both", "--run", str(run), CUDA_VISIBLE_DEVICES="")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    tasks = json.loads((run / "run.json").read_text())["tasks"]
+    assert tasks == [["softmax", "bf16"], ["vector_add", "fp32"], ["vector_add", "bf16"]]
+    one_line_error(cli("optimize", "--model", replay(tmp_path), "--ops", "softmax:fp16",
+                       "--run", str(tmp_path / "r2")), "the dtype after ':' is fp32 or bf16")  # fmt: skip
+    assert not (tmp_path / "r2").exists()
 
 
 @pytest.mark.parametrize(

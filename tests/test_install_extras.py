@@ -57,7 +57,7 @@ def test_optimize_without_an_sdk_is_one_line_naming_the_extra(missing, tmp_path)
     assert not (tmp_path / "runs").exists()  # stopped before a run directory was made
 
 
-def test_every_provider_needs_the_sdks_and_the_message_fits_where_it_is_run(monkeypatch):
+def test_online_providers_need_the_sdks_offline_ones_only_the_templates(monkeypatch, tmp_path):
     from cudamaster.extras import install_line
     from cudamaster.llm.registry import make_provider
 
@@ -65,7 +65,12 @@ def test_every_provider_needs_the_sdks_and_the_message_fits_where_it_is_run(monk
     monkeypatch.chdir(ROOT)
     with pytest.raises(UserError, match=r"needs its SDKs \(missing: openai\): pip install -e "
                                         r"'\.\[optimize\]'$"):  # fmt: skip
-        make_provider("replay:nothing.jsonl")
+        make_provider("deepseek:deepseek-chat")
+    # replay and exchange call no API: a machine with only the templates drives them
+    assert make_provider(f"exchange:{tmp_path / 'x'}").name == "exchange"
+    monkeypatch.setitem(sys.modules, "jinja2", None)
+    with pytest.raises(UserError, match=r"missing: jinja2"):
+        make_provider(f"exchange:{tmp_path / 'x'}")
     assert install_line("cudnn") == "pip install -e '.[cudnn]'"
 
 

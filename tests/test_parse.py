@@ -11,6 +11,7 @@ from cudamaster.agents.parse import (
     fenced_blocks,
     parse_flags,
     plan_items,
+    split_plans,
 )
 
 KERNEL = 'extern "C" void vector_add(const float* a, const float* b, float* c, int n) {\n}\n'
@@ -96,3 +97,40 @@ def test_the_plans_numbered_optimizations():
     )
     assert plan_items(plan) == ["Block per row.", "Vectorise loads with float4."]
     assert plan_items("Just make it faster") == ["Just make it faster"]
+
+
+def test_each_plan_heading_starts_a_plan_with_its_parent_and_strategy():
+    answer = (
+        "Here are my plans.\n\n"
+        "## Plan 1: widen the loads\nParent: baseline\nStrategy: memory traffic\n"
+        "Optimizations:\n1. float4.\n\n"
+        "### Plan 2\n- Parent: `round1-c2`\n- **Strategy**: latency hiding\n1. Unroll.\n\n"
+        "**Plan 3** (small sizes)\n**Parent**: round1-c1 (it wins on N=1024)\n"
+        "Strategy: **launch overhead**\n1. One launch.\n\n"
+        "plan 4\nParent: round1-c2\n1. Tensor cores.\n"
+    )
+    plans = split_plans(answer, 4)
+    assert [(p.parent, p.strategy) for p in plans] == [
+        ("baseline", "memory traffic"),
+        ("round1-c2", "latency hiding"),
+        ("round1-c1", "launch overhead"),
+        ("round1-c2", ""),
+    ]
+    assert plans[0].text.startswith("## Plan 1") and "Here are my plans" not in plans[0].text
+    assert plans[1].text.endswith("1. Unroll.") and "Plan 3" not in plans[1].text
+    assert plans[3].text == "plan 4\nParent: round1-c2\n1. Tensor cores."
+
+
+def test_no_more_plans_than_asked_are_taken():
+    answer = "\n".join(f"## Plan {k}\nParent: baseline\n1. Idea {k}." for k in range(1, 6))
+    assert [p.text.splitlines()[-1] for p in split_plans(answer, 3)] == [
+        "1. Idea 1.",
+        "1. Idea 2.",
+        "1. Idea 3.",
+    ]
+
+
+def test_an_answer_without_plan_headings_is_one_plan_naming_no_parent():
+    answer = "Diagnosis: one block.\nOptimizations:\n1. Planning the grid: use all SMs.\n"
+    (plan,) = split_plans(answer, 4)
+    assert (plan.text, plan.parent, plan.strategy) == (answer, "", "")

@@ -108,6 +108,19 @@ def _op_names(ops: str | None) -> list[str] | None:
     return names
 
 
+def _optimize_tasks(ops: str, dtype: Dtype) -> list[tuple[str, str]]:
+    """--ops of optimize as (operator, dtype) pairs: OP:fp32 or OP:bf16 names its own dtype,
+    a bare OP takes --dtype's."""
+    tasks = []
+    for name in _op_names(ops) or []:
+        op, sep, variant = name.partition(":")
+        if sep and variant not in ("fp32", "bf16"):
+            raise UserError(f"--ops {name!r}: the dtype after ':' is fp32 or bf16 (e.g. "
+                            f"{op}:bf16)")  # fmt: skip
+        tasks += [(op.strip(), variant)] if sep else [(op, v) for v in _variants(dtype)]
+    return list(dict.fromkeys(tasks))
+
+
 def _picked_cases(text: str | None, task, suite: str) -> list[int] | None:
     """--cases as indices of the suite's cases, checked before any work (None: every case)."""
     if text is None:
@@ -196,7 +209,7 @@ def _print_version(value: bool) -> None:
 
 
 def _arch() -> str:
-    """Target for nvcc: $CUDAMASTER_ARCH, else the GPU's, else sm_90 (compile-only machines)."""
+    """Target for nvcc: $CUDAMASTER_ARCH, else the GPU's, else sm_90a (compile-only machines)."""
     from .device import detect_arch
 
     if os.environ.get("CUDAMASTER_ARCH"):
@@ -204,7 +217,7 @@ def _arch() -> str:
     try:
         return detect_arch()
     except UserError:
-        return "sm_90"
+        return "sm_90a"
 
 
 @app.callback()
@@ -908,12 +921,37 @@ def optimize_cmd(
             "deepseek:deepseek-chat, vllm:NAME, replay:FILE, exchange:DIR."
         ),
     ],
-    ops: Annotated[str, typer.Option(help="Comma-separated operators.")],
-    dtype: Annotated[Dtype, typer.Option(help="The variants to optimize.")] = Dtype.fp32,
+    ops: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated operators; OP:fp32 or OP:bf16 takes one dtype for that "
+            "operator (e.g. softmax:bf16,spmv_csr:fp32)."
+        ),
+    ],
+    dtype: Annotated[
+        Dtype, typer.Option(help="The variants of operators named without one.")
+    ] = Dtype.fp32,
     run: Annotated[Path | None, typer.Option(help="Run directory (default runs/<time>).")] = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL.")] = None,
-    rounds: Annotated[int, typer.Option(min=1, help="Optimization rounds.")] = 3,
-    debug: Annotated[int, typer.Option(min=0, help="Debug attempts per round.")] = 3,
+    rounds: Annotated[int, typer.Option(min=1, help="Optimization rounds per task.")] = 3,
+    candidates: Annotated[
+        int, typer.Option(min=1, help="Candidates per round, each from its own plan.")
+    ] = 4,
+    beam: Annotated[
+        int, typer.Option(min=1, help="Best correct kernels kept as the next round's parents.")
+    ] = 2,
+    patience: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Stop a task after this many rounds without a new best (0: never); its "
+            "rounds go to tasks still improving.",
+        ),
+    ] = 2,
+    merge: Annotated[
+        bool, typer.Option(help="Merge kernels that lead on different sizes into a dispatcher.")
+    ] = True,
+    debug: Annotated[int, typer.Option(min=0, help="Debug attempts per candidate.")] = 3,
     profile: Annotated[
         Summary, typer.Option(help="Profile summary given to the planner.")
     ] = Summary.filtered,
@@ -959,33 +997,36 @@ def optimize_cmd(
         str | None, typer.Option(help="GPUs for the evaluations: 'all' or indices like 0,2.")
     ] = None,
 ) -> None:
-    """Optimize operators with an LLM: R rounds of plan, code, build, debug, evaluate, profile.
+    """Optimize operators with an LLM: each round, several plans coded from the best kernels
+    so far, built, debugged, screened, the promising ones evaluated in full, the best kept.
+    Without a GPU the run goes on until a step needs one (resume it on a GPU machine).
 
     Exit codes:
-    0: no task failed (each is done, or waits for an exchange answer or a budget: resume it)
+    0: no task failed (each is done, or waits for an answer, a GPU or a budget: resume it)
     1: a task failed (`cudamaster results RUN` and the task's error.log say why)
-    2: bad input or no GPU, said in one line (a run it stops is saved as interrupted)"""
+    2: bad input, said in one line (a run it stops is saved as interrupted)"""
     from .agents import runner
     from .agents.loop import LoopOptions
     from .llm.base import Options
     from .llm.prices import parse_price
 
-    names = _op_names(ops)
-    assert names is not None
+    tasks = _optimize_tasks(ops, dtype)
     if run is not None and run.exists() and not run.is_dir():
         raise UserError(f"--run {run} is a file: name a new directory for the run (or resume an "
                         "earlier run with `cudamaster resume DIR`)")  # fmt: skip
     llm = Options(temperature=temperature,
                   reasoning_effort=reasoning_effort.value if reasoning_effort else None,
                   max_output_tokens=max_output)  # fmt: skip
-    opts = LoopOptions(rounds=rounds, debug_attempts=debug, profile=profile.value,
+    opts = LoopOptions(rounds=rounds, candidates=candidates, beam=beam,
+                       patience=patience or None, merge=merge, debug_attempts=debug,
+                       profile=profile.value,
                        flags=flags.value, sol_target=sol_target,
                        max_cost_usd=max_cost, max_tokens=max_tokens, llm=llm)  # fmt: skip
     run = run or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
     parsed = parse_price(price) if price else None
     try:
-        with _task_progress(len(names) * len(_variants(dtype))) as done:
-            states = runner.start(run, names, _variants(dtype), model, base_url, suite.value,
+        with _task_progress(len(tasks)) as done:
+            states = runner.start(run, tasks, model, base_url, suite.value,
                                   opts, concurrency, progress=done, gpus=gpus,
                                   price=parsed)  # fmt: skip
     except UserError as exc:
@@ -1037,13 +1078,14 @@ def resume_cmd(
         str | None, typer.Option(help="IN,OUT: USD per million input and output tokens.")
     ] = None,
 ) -> None:
-    """Continue a run that stopped (killed, waiting for an exchange answer, out of budget),
-    optionally with new budgets.
+    """Continue a run that stopped (killed, waiting for an exchange answer or a GPU, out of
+    budget), optionally with new budgets. On a GPU machine it evaluates every pending
+    candidate of every task, then goes on until the next answers are needed.
 
     Exit codes:
     0: no task failed
     1: a task failed (`cudamaster results RUN` says why)
-    2: bad input (a missing or broken run directory) or no GPU, said in one line"""
+    2: bad input (a missing or broken run directory), said in one line"""
     from .agents import runner
     from .agents.rundir import RunDir
     from .llm.prices import parse_price
@@ -1065,7 +1107,10 @@ def _print_states(states: dict, run: Path) -> None:
     for name, st in states.items():
         extra = f": {st.detail}" if st.detail else ""
         best = st.best.label if st.best else "-"
-        console.print(f"{name}: {st.status}, best {best}{extra}")
+        console.print(f"{name}: {st.status}, best {best}{extra}", markup=False, highlight=False)
+    if any(st.status == "needs_gpu" for st in states.values()):
+        console.print(f"tasks wait for a GPU: `cudamaster resume {run}` on a GPU machine "
+                      "evaluates all their candidates", markup=False)  # fmt: skip
     console.print(f"run directory: {run} (`cudamaster results {run}`)")
 
 
@@ -1074,30 +1119,48 @@ def results_cmd(
     runs: Annotated[list[Path], typer.Argument(help="Run directories.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Per task: best score with its noise, speedups, speed of light, tokens, cost, class
-    before/after; and the cumulative success table at tau = 0, 1, 2, 4, 8."""
-    from .agents import runner
+    """Per task: best score with its noise, speedups over the baseline and the library, speed
+    of light before and after, class before/after; the search (best P per round, candidates
+    screened and fully evaluated, debug calls, tokens, cost) with totals; and the cumulative
+    success table at tau = 0, 1, 2, 4, 8."""
+    from .agents import results as res
     from .agents.rundir import RunDir
 
     dirs = [RunDir.existing(run) for run in runs]  # all checked before any is read
-    rows = [r for run in runs for r in runner.results(run)]
+    rows = [r for run in runs for r in res.results(run)]
     if as_json:
-        print(runner.dump(rows))
+        print(res.dump(rows))
         return
     table = Table(title="optimization results")
-    for col in ("task", "status", "best", "P", "geomean", "SOL", "SOL before", "tokens", "USD",
+    for col in ("task", "status", "best", "P", "geomean", "vs library", "SOL", "SOL before",
                 "class before -> after"):  # fmt: skip
         table.add_column(col)
     for r in rows:
         p = _num(r.score) + (f" ± {r.noise:.2g}" if r.noise is not None else "")
-        table.add_row(r.task, r.status, r.best, p, _num(r.geomean),
-                      _pct(r.sol), _pct(r.baseline_sol), str(r.tokens), f"{r.cost_usd:.2f}",
+        lib = f"{_num(r.baseline_library)} -> {_num(r.library)}"
+        table.add_row(r.task, r.status, r.best, p, _num(r.geomean), lib,
+                      _pct(r.sol), _pct(r.baseline_sol),
                       f"{r.class_before or '-'} -> {r.class_after or '-'}")  # fmt: skip
     console.print(table)
+    search = Table(title="the search (screened: checked and timed briefly; full: the "
+                   "interleaved evaluation whose numbers are reported)")  # fmt: skip
+    for col in ("task", "best P per round", "stopped by", "candidates", "screened", "full",
+                "merges", "debug calls", "tokens", "USD"):  # fmt: skip
+        search.add_column(col)
+    for r in rows:
+        search.add_row(r.task, " ".join(f"{x:.2f}" for x in r.trajectory) or "-",
+                       r.stop_reason or r.status, str(r.candidates), str(r.screened),
+                       str(r.full), str(r.merges), str(r.debug_calls), str(r.tokens),
+                       f"{r.cost_usd:.2f}")  # fmt: skip
+    t = res.totals(rows)
+    search.add_row(f"total ({t.tasks} tasks)", "", "", str(t.candidates), str(t.screened),
+                   str(t.full), "", str(t.debug_calls), str(t.tokens), f"{t.cost_usd:.2f}",
+                   style="bold")  # fmt: skip
+    console.print(search)
     succ = Table(title="cumulative success (a correct LLM kernel; tau > 0: P - noise > tau)")
     for col in ("tau", "solved", "rate"):
         succ.add_column(col)
-    for row in runner.success(rows):
+    for row in res.success(rows):
         succ.add_row(str(row["tau"]), f"{row['solved']}/{row['total']}", f"{row['rate']:.0%}")
     console.print(succ)
     for rd in dirs:

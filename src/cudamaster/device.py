@@ -45,7 +45,7 @@ class DeviceFacts:
 
     @property
     def arch(self) -> str:
-        return f"sm_{self.compute_capability}"
+        return nvcc_arch(self.compute_capability)
 
     def peak_gflops(self, kind: str) -> float:
         return (self.bf16_tflops if kind == "tensor" else self.fp32_tflops) * 1e3
@@ -60,9 +60,20 @@ def _smi(index: int = 0) -> dict[str, str]:
     return {"name": name, "uuid": uuid, "driver": driver, "cc": cc.replace(".", ""), "mem": mem}
 
 
+#: Compute capabilities whose arch-specific target is built instead of the portable one: on
+#: Hopper, sm_90a makes wgmma, TMA (cp.async.bulk.tensor) and setmaxnreg available.
+ARCH_SPECIFIC = frozenset({"90"})
+
+
+def nvcc_arch(cc: str) -> str:
+    """The -arch every build on a GPU of compute capability ``cc`` ("90") uses: sm_90a on
+    Hopper, else sm_XY (the GPU's own)."""
+    return f"sm_{cc}a" if cc in ARCH_SPECIFIC else f"sm_{cc}"
+
+
 def detect_arch() -> str:
-    """sm_XY of GPU 0, for nvcc."""
-    return f"sm_{_smi()['cc']}"
+    """The -arch for GPU 0 (nvcc_arch)."""
+    return nvcc_arch(_smi()["cc"])
 
 
 _PROBE = r"""
@@ -125,7 +136,7 @@ def facts(refresh: bool = False, gpu: Gpu | None = None) -> DeviceFacts:
             return DeviceFacts(**{k: v for k, v in data.items() if k in known})
     log.info("measuring %s (copy bandwidth, GEMM rates)", smi["name"])
     with pin(gpu):  # the probe runs on that GPU alone
-        measured = _measure(f"sm_{smi['cc']}")
+        measured = _measure(nvcc_arch(smi["cc"]))
     result = DeviceFacts(
         name=smi["name"],
         uuid=smi["uuid"],

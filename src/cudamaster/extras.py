@@ -41,8 +41,14 @@ def _absent(module: str) -> bool:
         return True
 
 
-def require_optimizer() -> None:
-    """UserError, naming the extra, unless every SDK of the optimizer can be imported."""
-    missing = [m for m in OPTIMIZER_MODULES if _absent(m)]
+#: What a run whose model answers offline (replay:, exchange:) imports: it renders prompts and
+#: calls no API (token counts fall back to an estimate, logged, where tiktoken is missing).
+OFFLINE_MODULES = ("jinja2",)
+
+
+def require_optimizer(modules: tuple[str, ...] = OPTIMIZER_MODULES) -> None:
+    """UserError, naming the extra, unless every one of ``modules`` (by default every SDK of
+    the optimizer) can be imported."""
+    missing = [m for m in modules if _absent(m)]
     if missing:
         raise optimizer_missing(*missing)

@@ -1,7 +1,7 @@
 """The optimizer end to end on the GPU, with a replayed transcript whose replies are real
 kernels written here: a clean speedup (vector_add), a compile error fixed by the debug reply
-(RELU) and a wrong result fixed by the debug reply (softmax), through the real evaluator and
-profiler."""
+(RELU) and a wrong result fixed by the debug reply (softmax), through the real evaluator
+(screening, then the full evaluation) and profiler."""
 
 import json
 import os
@@ -32,10 +32,10 @@ def transcript(path: Path) -> None:
     }  # fmt: skip
     with path.open("w") as f:
         for task, steps in replies.items():
-            steps = {"planner": "Diagnosis: one block does all the work.\n1. Use the whole grid.",
-                     **steps}  # fmt: skip
+            plan = "Diagnosis: one block does all the work.\n1. Use the whole grid."
+            f.write(json.dumps({"key": f"{task}/round1/planner", "text": plan}) + "\n")
             for step, text in steps.items():
-                f.write(json.dumps({"key": f"{task}/round1/{step}", "text": text}) + "\n")
+                f.write(json.dumps({"key": f"{task}/round1/c1/{step}", "text": text}) + "\n")
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -49,7 +49,8 @@ def test_optimizer_end_to_end_with_a_replayed_transcript(record):
     transcript(work / "transcript.jsonl")
     run = work / "run"
     proc = cli("optimize", "--model", f"replay:{work / 'transcript.jsonl'}", "--ops",
-               "vector_add,RELU,softmax", "--rounds", "1", "--run", str(run))  # fmt: skip
+               "vector_add,RELU,softmax", "--rounds", "1", "--candidates", "1", "--run",
+               str(run))  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = cli("results", str(run), "--json")
     assert res.returncode == 0, res.stderr[-2000:]
@@ -59,10 +60,11 @@ def test_optimizer_end_to_end_with_a_replayed_transcript(record):
 
     steps = run / "softmax-fp32" / "steps"
     prompts = {
-        name: json.loads((steps / f"round1__{name}.json").read_text())["prompt"][-1]["content"]
-        for name in ("planner", "coder", "debug1")
+        name: json.loads((steps / f"round1__{key}.json").read_text())["prompt"][-1]["content"]
+        for name, key in (("planner", "planner"), ("coder", "c1__coder"), ("debug1", "c1__debug1"))
     }
-    evals = {p.name: json.loads(p.read_text()) for t in rows for p in (run / t / "evals").glob("*")}
+    evals = {p.name: json.loads(p.read_text()) for t in rows
+             for p in (run / t / "evals").glob("*-screen.json")}  # fmt: skip
     record("optimizer-e2e", {"rows": rows, "table": table,
                              "prompt_tokens": {k: count_tokens(v) for k, v in prompts.items()},
                              "flag_trials": {k: v["trials"] for k, v in evals.items()},
@@ -76,10 +78,15 @@ def test_optimizer_end_to_end_with_a_replayed_transcript(record):
     )
     for task in rows:
         assert rows[task]["status"] == "done", rows[task]
-        assert rows[task]["best"] == "round1" and rows[task]["score"] > 1.0, rows[task]
+        assert rows[task]["best"] == "round1-c1" and rows[task]["score"] > 1.0, rows[task]
+        assert rows[task]["screened"] == 1 and rows[task]["full"] == 1, rows[task]
     steps = {t: sorted(p.stem for p in (run / t / "steps").glob("*.json")) for t in rows}
-    assert "round1__debug1" in steps["RELU-fp32"] and "round1__debug1" in steps["softmax-fp32"]
-    assert "round1__debug1" not in steps["vector_add-fp32"]
+    fixed = "round1__c1__debug1"
+    assert fixed in steps["RELU-fp32"] and fixed in steps["softmax-fp32"]
+    assert fixed not in steps["vector_add-fp32"]
+    stages = {t: sorted(p.name.split("-")[0] if p.name.startswith("full") else "screen"
+                        for p in (run / t / "evals").glob("*.json")) for t in rows}  # fmt: skip
+    assert all("full" in s and "screen" in s for s in stages.values()), stages
     planner, debugger = prompts["planner"], prompts["debug1"]
     assert "Bottleneck:" in planner and "Nsight Compute on case" in planner
     assert "launch + synchronize floor" in planner and "% of P" in planner

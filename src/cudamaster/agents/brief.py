@@ -5,6 +5,7 @@ read (per-case results, failures, earlier candidates)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..bench.build import BASE_FLAGS
 from ..device import DeviceFacts
@@ -12,6 +13,9 @@ from ..dtypes import concrete
 from ..tasks import Task
 from .history import Candidate
 from .outcome import CaseOutcome, Outcome
+
+if TYPE_CHECKING:
+    from .state import Version
 from .parse import ALLOWED_FLAGS
 
 _CTYPE = {"f32": "float", "bf16": "__nv_bfloat16", "i32": "int"}
@@ -84,7 +88,19 @@ def gpu(device: DeviceFacts) -> str:
         f"written per second), {device.fp32_tflops:.1f} TFLOP/s FP32 GEMM (cuBLAS SGEMM), "
         f"{device.bf16_tflops:.0f} TFLOP/s BF16 GEMM (tensor cores, FP32 accumulation), and a "
         f"launch + synchronize floor of {device.launch_floor_us:.2f} us (an empty kernel, "
-        f"timed as your call is)."
+        f"timed as your call is).{_arch_note(device)}"
+    )
+
+
+def _arch_note(device: DeviceFacts) -> str:
+    """What building for the arch-specific target makes available (Hopper: sm_90a)."""
+    if not device.arch.endswith("a"):
+        return ""
+    return (
+        f"\nEvery build targets {device.arch}, the arch-specific target: Hopper's own "
+        "instructions are available (wgmma warpgroup MMA, TMA bulk tensor copies "
+        "cp.async.bulk.tensor with mbarrier, setmaxnreg, thread block clusters and distributed "
+        "shared memory)."
     )
 
 
@@ -184,6 +200,17 @@ def failures(outcome: Outcome, limit: int = 40) -> str:
     return "\n".join(lines)
 
 
+def parents(versions: list[Version]) -> str:
+    """The beam's other members, each with its score, per-case speedups and source."""
+    out = []
+    for v in versions:
+        speeds = ", ".join(_x(c.vs_baseline) for c in v.outcome.cases)
+        stage = "screening only" if v.outcome.stage == "screen" else "full evaluation"
+        out.append(f"### {v.label} (build flags `{' '.join(v.flags)}`): {score_line(v.outcome)} "
+                   f"({stage}); speedup per case: {speeds}\n```cuda\n{v.source}```")  # fmt: skip
+    return "\n\n".join(out)
+
+
 def history(candidates: list[Candidate]) -> str:
     """Every earlier candidate: what it tried, what it became, what changed."""
     out = []
@@ -191,8 +218,10 @@ def history(candidates: list[Candidate]) -> str:
         result = c.verdict
         if c.score is not None:
             result += f", P {c.score:.3f}" + (f" +- {c.noise:.3f}" if c.noise is not None else "")
+            result += " (screening)" if c.stage == "screen" else " (full evaluation)"
         kept = "kept as the new best" if c.kept else "not kept"
-        out.append(f"- {c.label} (from {c.parent}): {result}; {kept}")
+        strategy = f", strategy: {c.strategy}" if c.strategy else ""
+        out.append(f"- {c.label} (from {c.parent}{strategy}): {result}; {kept}")
         out.append(f"  - plan: {'; '.join(c.optimizations) or '-'}")
         if len(c.attempts) > 1:
             out.append(f"  - attempts: {', '.join(c.attempts)}")

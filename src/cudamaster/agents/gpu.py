@@ -1,10 +1,10 @@
-"""The loop's GPU side: evaluate a candidate (and its flag screen) with the real evaluator,
-run compute-sanitizer on a failure, profile with ncu.
+"""The loop's GPU side (agents/backend.py's Backend on a GPU): screen candidates and evaluate
+them in full with the real evaluator, run compute-sanitizer on a failure, profile with ncu.
 
 GPU work leases a GPU from the run's pool: LLM calls of many tasks run in parallel, GPU work
-one at a time per GPU, so that timings stay clean. An evaluation (every build of the candidate,
-the baseline and the library together) runs on one GPU, so every ratio compares timings from
-the same GPU and the same session.
+one at a time per GPU, so that timings stay clean. A session (every candidate and build in it,
+the baseline, and in a full evaluation the library) runs on one GPU, so every ratio compares
+timings from the same GPU and the same session.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy as np
 from ..bench.build import BuildError, build
 from ..bench.client import WorkerPool
 from ..bench.evaluate import CaseResult, EvalReport, Evaluator, Impl, ImplResult, standard_impls
+from ..bench.timing import TimingPolicy
 from ..bench.verify import CheckResult
 from ..device import DeviceFacts
 from ..errors import UserError
@@ -28,11 +29,11 @@ from ..profile.run import sanitize
 from ..report import score_impl, work
 from ..tasks import Task
 from . import flags as flag_rules
+from .backend import Submission, compile_check, extra_flags
 from .outcome import CaseOutcome, FlagTrial, Outcome, ProfileView
 
 log = logging.getLogger(__name__)
 POOL = WorkerPool()  # baseline and library workers, reused across evaluations (per GPU)
-LOG_TAIL = 40  # lines of a failed build's log given to the debug agent
 #: compute-sanitizer tools run on a failure: memcheck where it crashed, racecheck and initcheck
 #: where it ran but gave wrong results (a race or an uninitialised read is the usual cause); not
 #: after a hang, which would hang the sanitizer too
@@ -45,19 +46,6 @@ SANITIZERS = {
     "wrong_on_unseen": ("racecheck", "initcheck"),
 }  # fmt: skip
 SANITIZER_TIMEOUT_S = 120
-
-
-def _extra(flags: tuple[str, ...]) -> tuple[str, ...]:
-    """Flags beyond the build's own -O3."""
-    return tuple(f for f in flags if f != "-O3")
-
-
-def _log_tail(path: Path | None, lines: int = LOG_TAIL) -> str:
-    try:
-        text = path.read_text(errors="replace") if path else ""
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
 
 
 def _where(task: Task, variant: str, params: dict, name: str, flat: int) -> str:
@@ -138,6 +126,12 @@ def _first_line(text: str, width: int = 200) -> str:
     return text.splitlines()[0][:width] if text else ""
 
 
+#: Screening: enough timed calls to tell a candidate that could become the new best from one
+#: that cannot, at a fraction of a full evaluation's cost (its numbers are never reported).
+SCREEN_POLICY = TimingPolicy(min_samples=5, max_samples=40, target_error=0.03, time_cap_s=0.5,
+                             hot_samples=3)  # fmt: skip
+
+
 class GpuBackend:
     def __init__(self, task: Task, variant: str, suite: str, gpus: GpuPool,
                  devices: dict[str, DeviceFacts], code_dir: Path) -> None:  # fmt: skip
@@ -145,57 +139,91 @@ class GpuBackend:
         self.gpus, self.devices, self.code_dir = gpus, devices, code_dir
         self.arch = next(iter(devices.values())).arch  # one GPU model per run
 
+    def device(self) -> DeviceFacts:
+        return next(iter(self.devices.values()))
+
     def _write(self, source: str, name: str) -> Path:
         path = self.code_dir / f"{name}.cu"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(source)
         return path
 
-    def evaluate(self, source: str, flags: tuple[str, ...], name: str, screen: bool) -> Outcome:
-        """Evaluate ``source`` built with ``flags`` (with ``screen``, beside the flag screen's
-        other builds, in one session) against the baseline and the library."""
-        path = self._write(source, name)
-        impls = standard_impls(self.task, self.variant)
-        if name == "baseline":
-            return self._run(impls, {"baseline": flags}, "baseline")
-        try:  # built first: a compile error needs no GPU, and ptxas says the registers
-            primary = build(path, self.arch, (), _extra(flags))
-        except BuildError as exc:
-            return Outcome("compile_error", str(exc), list(flags),
-                           compile_log=_log_tail(exc.log_path))  # fmt: skip
-        builds = {name: flags}
-        if screen:
-            regs = max((k.registers for k in primary.resources), default=None)
-            tolerance = self.task.spec.tolerance[self.variant]
-            for variant in flag_rules.screen(flags, regs, tolerance, self.variant):
-                builds[f"{name}+{flag_rules.short(variant[len(flags) :])}"] = variant
-        for label, fl in builds.items():
-            impls.append(Impl(label, path, extra_flags=_extra(fl)))
-        outcome = self._run(impls, builds, name)
-        if outcome.verdict in SANITIZERS:
-            outcome.sanitizer = self._sanitize(path, flags, outcome)
-        return outcome
+    def compile(self, sub: Submission) -> Outcome | None:
+        return compile_check(self._write(sub.source, sub.name), self.arch, sub.flags)
 
-    def _run(self, impls: list[Impl], builds: dict[str, tuple[str, ...]], name: str) -> Outcome:
+    def screen(self, subs: list[Submission], variants: bool) -> list[Outcome]:
+        """One session: the baseline and every submission (and, with ``variants``, its flag
+        variants), checked and briefly timed; no library."""
+        base = standard_impls(self.task, self.variant)[0]
+        impls, builds = [base], {}
+        for sub in subs:
+            path = self._write(sub.source, sub.name)
+            mine = {sub.name: sub.flags}
+            if variants:
+                regs = self._registers(path, sub.flags)
+                tolerance = self.task.spec.tolerance[self.variant]
+                for flags in flag_rules.screen(sub.flags, regs, tolerance, self.variant):
+                    mine[f"{sub.name}+{flag_rules.short(flags[len(sub.flags) :])}"] = flags
+            impls += [Impl(label, path, extra_flags=extra_flags(fl)) for label, fl in mine.items()]
+            builds[sub.name] = mine
+        report, device = self._session(impls, SCREEN_POLICY)
+        out = []
+        for sub in subs:
+            outcome = best_of([
+                outcome_of(self.task, self.variant, report, report_impl(report, lb), device, fl)
+                for lb, fl in builds[sub.name].items()
+            ])  # fmt: skip
+            outcome.stage = "screen"
+            out.append(self._with_sanitizers(sub, outcome))
+        return out
+
+    def evaluate(self, subs: list[Submission]) -> list[Outcome]:
+        """One session: the baseline, the library and every submission, fully timed. The
+        baseline itself is a submission named "baseline" (its P is 1 by definition)."""
+        impls = standard_impls(self.task, self.variant)
+        for sub in subs:
+            if sub.name != "baseline":
+                path = self._write(sub.source, sub.name)
+                impls.append(Impl(sub.name, path, extra_flags=extra_flags(sub.flags)))
+        report, device = self._session(impls, None)
+        out = []
+        for sub in subs:
+            outcome = outcome_of(self.task, self.variant, report, report_impl(report, sub.name),
+                                 device, sub.flags)  # fmt: skip
+            if sub.name == "baseline" and outcome.ok:  # 1 by definition: against itself
+                outcome.score, outcome.noise = 1.0, None
+            outcome.stage = "full"
+            out.append(self._with_sanitizers(sub, outcome))
+        return out
+
+    def _registers(self, path: Path, flags: tuple[str, ...]) -> int | None:
+        try:  # cached by content: the session's own build of it reuses this one
+            built = build(path, self.arch, (), extra_flags(flags))
+        except BuildError:
+            return None
+        return max((k.registers for k in built.resources), default=None)
+
+    def _session(
+        self, impls: list[Impl], policy: TimingPolicy | None
+    ) -> tuple[EvalReport, DeviceFacts]:
         with self.gpus.lease() as gpu:
             device = self.devices[gpu.uuid]
-            ev = Evaluator(self.task, self.variant, self.suite, device.arch, pool=POOL)
-            report = ev.run(impls)
-        outcomes = []
-        for label, fl in builds.items():
-            impl = report.impl(label)
-            assert impl is not None
-            outcomes.append(outcome_of(self.task, self.variant, report, impl, device, fl))
-        if name == "baseline" and outcomes[0].ok:  # 1 by definition: a baseline against itself
-            outcomes[0].score, outcomes[0].noise = 1.0, None
-        return best_of(outcomes)
+            ev = Evaluator(self.task, self.variant, self.suite, device.arch, policy=policy,
+                           pool=POOL)  # fmt: skip
+            return ev.run(impls), device
+
+    def _with_sanitizers(self, sub: Submission, outcome: Outcome) -> Outcome:
+        if outcome.verdict in SANITIZERS:
+            path = self._write(sub.source, sub.name)
+            outcome.sanitizer = self._sanitize(path, tuple(outcome.flags), outcome)
+        return outcome
 
     def _sanitize(self, path: Path, flags: tuple[str, ...], outcome: Outcome) -> dict[str, str]:
         """compute-sanitizer's reports on the lightest failing case."""
         failing = [c for c in outcome.cases if c.verdict not in ("ok", "skipped", "pending")]
         case = min(failing, key=lambda c: c.weight).index if failing else 0
         reports = {}
-        cand = Impl(path.stem, path, extra_flags=_extra(flags))
+        cand = Impl(path.stem, path, extra_flags=extra_flags(flags))
         for tool in SANITIZERS[outcome.verdict]:
             with self.gpus.lease():
                 reports[tool] = sanitize(self.task, self.variant, cand, self.arch, tool=tool,
@@ -204,10 +232,10 @@ class GpuBackend:
             log.info("%s %s on case %d: %s", path.stem, tool, case, reports[tool][-200:])
         return reports
 
-    def profile(self, source: str, flags: tuple[str, ...], name: str, mode: str,
-                case: int) -> ProfileView:  # fmt: skip
-        path = self._write(source, name)
-        impl = Impl(name, path, trusted=name == "baseline", extra_flags=_extra(flags))
+    def profile(self, sub: Submission, mode: str, case: int) -> ProfileView:
+        path = self._write(sub.source, sub.name)
+        impl = Impl(sub.name, path, trusted=sub.name == "baseline",
+                    extra_flags=extra_flags(sub.flags))  # fmt: skip
         with self.gpus.lease() as gpu:
             device = self.devices[gpu.uuid]
             rep = run_profile(self.task, self.variant, impl, device.arch, case_index=case,
@@ -216,3 +244,9 @@ class GpuBackend:
         if not rep.result.ok:
             return ProfileView(where, None, rep.result.error)
         return ProfileView(where, rep.summaries[mode].text)
+
+
+def report_impl(report: EvalReport, label: str) -> ImplResult:
+    impl = report.impl(label)
+    assert impl is not None, label
+    return impl

@@ -65,7 +65,7 @@ class Candidate:
 
     round: int
     label: str
-    parent: str  # the label of the best it started from
+    parent: str  # the label of the version it started from
     optimizations: list[str]
     attempts: list[str]  # "try0 compile_error", "try1 ok", ...
     verdict: str
@@ -75,7 +75,10 @@ class Candidate:
     speedups: list[float | None] = field(default_factory=list)  # per case, vs the baseline
     diff: str = ""
     detail: str = ""  # why it failed (short)
-    kept: bool = False
+    kept: bool = False  # became the best
+    strategy: str = ""  # the plan's strategy, as the planner named it
+    stage: str = ""  # how far it got: "" (never ran), "screen" or "full" (outcome.stage)
+    screen_score: float | None = None  # P at screening (score and noise: the last stage's)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Candidate:
@@ -83,9 +86,9 @@ class Candidate:
 
 
 def candidate(round_: int, label: str, parent: str, parent_source: str, code: str | None,
-              items: list[str], attempts: list[str], outcome: Outcome,
-              kept: bool) -> Candidate:  # fmt: skip
-    """The record of a round's last candidate."""
+              items: list[str], attempts: list[str], outcome: Outcome, kept: bool,
+              strategy: str = "", screen_score: float | None = None) -> Candidate:  # fmt: skip
+    """The record of one candidate, as its last stage left it."""
     return Candidate(
         round=round_,
         label=label,
@@ -100,4 +103,7 @@ def candidate(round_: int, label: str, parent: str, parent_source: str, code: st
         diff=diff_summary(parent_source, code, parent) if code else "no code",
         detail="" if outcome.ok else outcome.detail.splitlines()[0][:300] if outcome.detail else "",
         kept=kept,
+        strategy=strategy,
+        stage=outcome.stage,
+        screen_score=screen_score,
     )

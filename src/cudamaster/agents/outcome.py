@@ -53,6 +53,10 @@ class Outcome:
     compile_log: str = ""  # the build log's tail, when the build failed
     sanitizer: dict[str, str] = field(default_factory=dict)  # tool -> its report
     trials: list[FlagTrial] = field(default_factory=list)  # the flag screen, fastest first
+    #: "screen": a brief check and timing against the baseline alone, to decide what earns a
+    #: full evaluation (never reported); "full": the interleaved evaluation with the baseline
+    #: and the library, whose numbers are reported
+    stage: str = ""
 
     @property
     def ok(self) -> bool:

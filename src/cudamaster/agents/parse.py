@@ -140,3 +140,35 @@ def plan_items(plan: str, limit: int = 5) -> list[str]:
     if not items:
         items = [ln.strip(" #*-")[:160] for ln in plan.splitlines() if ln.strip(" #*-")][:2]
     return items[:limit]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One of the planner's plans: its text, the version it starts from, its strategy."""
+
+    text: str
+    parent: str  # a parent's label as the planner wrote it ("" when it named none)
+    strategy: str = ""
+
+
+_PLAN_HEAD = re.compile(r"^ {0,3}(?:#{1,4}\s*)?\**\s*Plan\s+\d+\b.*$", re.IGNORECASE | re.MULTILINE)
+_PARENT = re.compile(r"^\s*(?:[-*]\s*)?\**Parent\s*:?\**\s*:?\s*[*`]*([\w+-]+(?:\.[\w+-]+)*)",
+                     re.IGNORECASE | re.MULTILINE)  # fmt: skip
+_STRATEGY = re.compile(r"^\s*(?:[-*]\s*)?\**Strategy\s*:?\**\s*:?\s*(.+?)\s*$", re.I | re.M)
+
+
+def split_plans(text: str, limit: int) -> list[Plan]:
+    """The answer's plans, each a section under a heading "Plan k" (at most ``limit``); the
+    whole answer as one plan when it has no such heading."""
+    heads = list(_PLAN_HEAD.finditer(text))
+    bodies = [text] if not heads else [
+        text[h.start() : nxt.start() if nxt else len(text)].strip()
+        for h, nxt in zip(heads, [*heads[1:], None], strict=True)
+    ]  # fmt: skip
+    plans = []
+    for body in bodies[:limit]:
+        parent = _PARENT.search(body)
+        strategy = _STRATEGY.search(body)
+        plans.append(Plan(body, parent.group(1) if parent else "",
+                          strategy.group(1).strip("*_` .") if strategy else ""))  # fmt: skip
+    return plans

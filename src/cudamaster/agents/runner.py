@@ -7,29 +7,26 @@ shared by its tasks (agents/budget.py). The run's settings live in run.json (nev
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..bench.score import Scored, success_table
-from ..device import DeviceFacts
 from ..errors import UserError
 from ..llm.base import Options, Provider
 from ..llm.registry import make_provider
 from ..tasks import Task, get_task
+from .backend import Backend, CpuBackend, save_device
 from .budget import Budget, Cost
-from .loop import Evaluate, LoopOptions, Optimizer, Profile, TaskState
-from .rundir import RunDir, code_hash
+from .loop import LoopOptions, Optimizer
+from .rundir import RunDir
+from .state import TaskState
 
 log = logging.getLogger(__name__)
-Backend = tuple[Evaluate, Profile, DeviceFacts]
 BackendFactory = Callable[[Task, str], Backend]
 
 
@@ -49,18 +46,18 @@ def _provider(m: dict[str, Any], options: LoopOptions) -> Provider:
     return provider
 
 
-def start(run_dir: Path, ops: list[str], variants: list[str], model: str, base_url: str | None,
+def start(run_dir: Path, tasks: list[tuple[str, str]], model: str, base_url: str | None,
           suite: str, options: LoopOptions, concurrency: int,
           progress: Callable[[str, TaskState], None] | None = None, gpus: str | None = None,
           price: tuple[float, float] | None = None) -> dict[str, TaskState]:  # fmt: skip
     if (run_dir / "run.json").exists():
         raise UserError(f"{run_dir} already holds a run: use `cudamaster resume {run_dir}`")
-    for op in ops:
+    for op, _ in tasks:
         get_task(op)
     manifest = {
         "model": model, "base_url": base_url, "price": list(price) if price else None,
         "suite": suite, "concurrency": concurrency, "gpus": gpus,
-        "tasks": [[op, v] for op in ops for v in variants], "options": asdict(options),
+        "tasks": [list(t) for t in tasks], "options": asdict(options),
         "created": time.strftime("%Y-%m-%d %H:%M:%S"),
     }  # fmt: skip
     _provider(manifest, options)  # fail now on a missing key or price, not in a worker thread
@@ -83,19 +80,28 @@ def change_budgets(run: RunDir, max_cost: float | None, max_tokens: int | None,
     run.write_manifest(m)
 
 
-def _gpu_backends(run: RunDir, m: dict[str, Any]) -> BackendFactory:
+def _backends(run: RunDir, m: dict[str, Any]) -> BackendFactory:
+    """The GPU backends of this machine's GPUs; without a GPU, the CPU backend, on which tasks
+    go as far as they can and stop at their first GPU step (status needs_gpu)."""
     from ..device import targets
     from ..gpus import GpuPool
     from .gpu import GpuBackend
 
-    gpus, devices = targets(m.get("gpus"))
+    try:
+        gpus, devices = targets(m.get("gpus"))
+    except UserError as exc:
+        if not str(exc).startswith("no GPU found"):
+            raise
+        why = str(exc)
+        log.info("%s: the run goes on until a step needs a GPU", why)
+        return lambda task, variant: CpuBackend(run.root, run.task_dir(task.name, variant) /
+                                                "code", why)  # fmt: skip
     pool = GpuPool(gpus)
-    first = next(iter(devices.values()))  # what the prompts say about the GPU
+    save_device(run.root, next(iter(devices.values())))  # what later CPU-side steps build for
 
     def factory(task: Task, variant: str) -> Backend:
         code = run.task_dir(task.name, variant) / "code"
-        backend = GpuBackend(task, variant, m["suite"], pool, devices, code)
-        return backend.evaluate, backend.profile, first
+        return GpuBackend(task, variant, m["suite"], pool, devices, code)
 
     return factory
 
@@ -109,7 +115,7 @@ def execute(run: RunDir, progress: Callable[[str, TaskState], None] | None = Non
     provider = _provider(m, options)
     budget = Budget(options.max_cost_usd, options.max_tokens, Cost(*run.spent()))
     try:
-        factory = backends or _gpu_backends(run, m)
+        factory = backends or _backends(run, m)
     except BaseException as exc:  # no GPU, Ctrl-C: the run stops before its first step
         _interrupted(run, m, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         raise
@@ -119,8 +125,7 @@ def execute(run: RunDir, progress: Callable[[str, TaskState], None] | None = Non
         name = f"{pair[0]}-{pair[1]}"
         try:
             task = get_task(pair[0])
-            evaluate, profile, device = factory(task, pair[1])
-            state = Optimizer(task, pair[1], provider, run, evaluate, profile, device, options,
+            state = Optimizer(task, pair[1], provider, run, factory(task, pair[1]), options,
                               m["suite"], budget).run_task()  # fmt: skip
         except Exception as exc:
             log.exception("%s failed", name)
@@ -140,6 +145,9 @@ def execute(run: RunDir, progress: Callable[[str, TaskState], None] | None = Non
     try:
         with ThreadPoolExecutor(max_workers=max(1, int(m.get("concurrency", 4)))) as pool:
             states = dict(pool.map(one, m["tasks"]))
+            while granted := hand_over(run, m["tasks"], states, options.rounds):
+                log.info("rounds handed over to %s", ", ".join(granted))
+                states.update(pool.map(one, [p for p in m["tasks"] if "-".join(p) in granted]))
     except BaseException as exc:  # Ctrl-C: the tasks keep their states, the run says so
         _set_status(run, "interrupted", f"{type(exc).__name__} {exc}".strip())
         raise
@@ -147,8 +155,36 @@ def execute(run: RunDir, progress: Callable[[str, TaskState], None] | None = Non
     return states
 
 
+def hand_over(run: RunDir, pairs: list[list[str]], states: dict[str, TaskState],
+              rounds: int) -> list[str]:  # fmt: skip
+    """Give the rounds that tasks stopped early (patience, speed-of-light target) did not use to
+    tasks that used all theirs and gained in their last round, one each in turn, largest last
+    gain first; returns the tasks granted a round (set running again, to be run again).
+
+    What is free: the rounds the early stoppers left (negative for one that stopped after
+    rounds it was granted), less the extra rounds granted to tasks that did not stop early."""
+    early = {n for n, s in states.items() if s.status == "done" and s.stop_reason != "rounds"}
+    free = sum(rounds - states[n].round for n in early) - sum(
+        s.extra_rounds for n, s in states.items() if n not in early
+    )
+    takers = [
+        name
+        for name, s in states.items()
+        if s.status == "done" and s.stop_reason == "rounds" and s.gained_last_round()
+    ]
+    takers.sort(key=lambda n: -(states[n].trajectory[-1] / max(states[n].trajectory[-2], 1e-9)))
+    granted = takers[: max(0, free)]
+    for name in granted:
+        state = states[name]
+        state.extra_rounds += 1
+        state.status, state.detail, state.stop_reason = "running", "", ""
+        op, variant = next(p for p in pairs if "-".join(p) == name)
+        run.save_json(run.task_dir(op, variant), "state.json", asdict(state))
+    return granted
+
+
 #: A run's status is its worst task's: the first of these that some task has.
-_STATUS_ORDER = ("failed", "interrupted", "running", "waiting", "stopped", "done")
+_STATUS_ORDER = ("failed", "interrupted", "running", "waiting", "needs_gpu", "stopped", "done")
 
 
 def run_status(states: dict[str, TaskState]) -> str:
@@ -186,75 +222,3 @@ def _interrupted(run: RunDir, m: dict[str, Any], reason: str) -> None:
             when = "began" if state.baseline is None else "went on"
             state.detail = f"the run stopped before this task {when}: {reason}"
             run.save_json(tdir, "state.json", asdict(state))
-
-
-@dataclass
-class TaskResult:
-    task: str
-    status: str
-    best: str
-    score: float | None
-    noise: float | None
-    candidate_score: float | None
-    candidate_noise: float | None
-    geomean: float | None
-    sol: float | None
-    baseline_sol: float | None
-    tokens: int
-    cost_usd: float
-    class_before: str | None
-    class_after: str | None
-
-    @property
-    def scored(self) -> Scored | None:
-        """The best correct LLM-written kernel's score, for the success table."""
-        if self.candidate_score is None:
-            return None
-        return Scored(self.candidate_score, self.candidate_noise or 0.0)
-
-
-_CLASS = re.compile(r"Bottleneck: ([a-z-]+)")
-
-
-def _class_of(run: RunDir, tdir: Path, source: str, flags: list[str], mode: str) -> str | None:
-    saved = run.load_json(tdir, f"profiles/{code_hash(source, tuple(flags))}-{mode}.json")
-    m = _CLASS.search((saved or {}).get("text") or "")
-    return m.group(1) if m else None
-
-
-def results(run_dir: Path) -> list[TaskResult]:
-    run = RunDir(run_dir)
-    if not run.manifest.exists():
-        raise UserError(f"{run_dir} is not a run directory (no run.json)")
-    m = run.read_manifest()
-    mode = m["options"].get("profile", "filtered")
-    ledger = run.ledger()
-    out = []
-    for op, variant in m["tasks"]:
-        tdir = run.task_dir(op, variant)
-        saved = run.load_json(tdir, "state.json")
-        state = TaskState.from_dict(saved) if saved else TaskState()
-        rows = [r for r in ledger if r["task"] == tdir.name]
-        best, base, cand = state.best, state.baseline, state.best_candidate or {}
-        out.append(TaskResult(
-            task=tdir.name, status=state.status, best=best.label if best else "-",
-            score=best.outcome.score if best else None,
-            noise=best.outcome.noise if best else None,
-            candidate_score=cand.get("score"), candidate_noise=cand.get("noise"),
-            geomean=best.outcome.geomean if best else None,
-            sol=best.outcome.sol if best else None,
-            baseline_sol=base.outcome.sol if base else None,
-            tokens=sum(r["input_tokens"] + r["output_tokens"] for r in rows),
-            cost_usd=sum(r.get("cost_usd") or 0.0 for r in rows),
-            class_before=_class_of(run, tdir, base.source, base.flags, mode) if base else None,
-            class_after=_class_of(run, tdir, best.source, best.flags, mode) if best else None,
-        ))  # fmt: skip
-    return out
-
-
-def success(rows: list[TaskResult]) -> list[dict[str, Any]]:
-    return [asdict(r) | {"rate": r.rate} for r in success_table([x.scored for x in rows])]
-
-
-def dump(rows: list[TaskResult]) -> str:
-    return json.dumps({"tasks": [asdict(r) for r in rows], "success": success(rows)}, indent=1)

@@ -294,7 +294,9 @@ class Evaluator:
         key = CaseKey(str(self.task.folder), self.variant, case, self.base_seed)
         seeds = key.seeds(self.task.name)
         params = dict(sets[0].params) if sets else dict(case.params)  # with derived ones (nnz)
-        complexity = self.task.complexity(params, self.variant)
+        # a case no implementation runs (each failed before it) has no inputs, so no derived
+        # parameters to weigh it by, and weighs nothing: it is skipped for all
+        complexity = self.task.complexity(params, self.variant) if prepared else 0
         results = {}
         for live in lives:
             results[live.impl.label] = CaseResult(case.index, params, complexity, seeds)
@@ -380,10 +382,8 @@ class Evaluator:
         prep.ahead(after, self.base_seed)
         sets = prepared.sets
         params = dict(sets[0].params)
-        complexity = self.task.complexity(params, self.variant)
-        results = {
-            lv.impl.label: CaseResult(case.index, params, complexity, prepared.seeds)
-            for lv in active
+        results = {  # unseen cases are judged, never weighed: no complexity (it may be 0)
+            lv.impl.label: CaseResult(case.index, params, 0, prepared.seeds) for lv in active
         }
         for lv in active:
             lv.result.unseen.append(results[lv.impl.label])

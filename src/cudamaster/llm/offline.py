@@ -46,7 +46,8 @@ class Replay(Provider):
 
 
 class Exchange(Provider):
-    """Each request becomes DIR/KEY.prompt.md; the answer is read from DIR/KEY.answer.md.
+    """Each request becomes DIR/KEY.prompt.md; the answer is read from DIR/KEY.answer.md. Its
+    usage is the tokens of the two files, counted here.
 
     With no answer yet, AnswerPending stops the run cleanly; `cudamaster resume` goes on once
     the answer file is there."""
@@ -64,4 +65,14 @@ class Exchange(Provider):
             prompt.write_text(f"# request {key}\n\nWrite the answer to {answer.name}.\n\n{body}\n")
         if not answer.exists():
             raise AnswerPending(str(prompt))
-        return Completion(text=answer.read_text(), model="exchange", cost_usd=self.cost(Usage()))
+        text = answer.read_text()
+        usage = Usage(_tokens(prompt.read_text()), _tokens(text))  # counted here (cl100k_base)
+        return Completion(text=text, model="exchange", usage=usage, cost_usd=self.cost(usage))
+
+
+def _tokens(text: str) -> int:
+    """Tokens in ``text`` as tiktoken's cl100k_base counts them (a third of its characters
+    where tiktoken is missing): an exchanged answer reports no usage of its own."""
+    from ..profile.summary import count_tokens
+
+    return count_tokens(text) or len(text) // 3

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import UserError
-from ..extras import require_optimizer
+from ..extras import OFFLINE_MODULES, OPTIMIZER_MODULES, require_optimizer
 from .base import Provider, ProviderError
 from .openai_compat import SERVERS
 from .prices import Price
@@ -20,7 +20,8 @@ def make_provider(spec: str, base_url: str | None = None, price: Price | None = 
     name, sep, model = spec.partition(":")
     if not sep or not model:
         raise UserError(f"--model must be PROVIDER:MODEL (providers: {', '.join(KNOWN)})")
-    require_optimizer()  # every provider's run renders prompts and counts tokens
+    # every provider's run renders prompts; the online ones call an SDK and price tokens
+    require_optimizer(OFFLINE_MODULES if name in OFFLINE else OPTIMIZER_MODULES)
     try:
         if name == "replay":
             from .offline import Replay

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The GPU half of optimizer runs driven from a machine without a GPU (docs/optimizer.md):
+#   scripts/optimize-on-gpu.sh RUN_DIR...
+# resumes each run in turn (one at a time: runs sharing a GPU would disturb each other's
+# timings), so that every candidate waiting for a GPU is screened and evaluated and every new
+# best profiled; then packs the run directories into $OUT/runs.tgz to bring back (unpack it over
+# the working tree). Name the run directories in the device call's carry.
+set -uo pipefail
+if ls .whl/*.whl >/dev/null 2>&1; then  # wheels the GPU image lacks (see device-run.sh)
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+out="${OUT:-/tmp/out}"; mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+for run in "$@"; do
+  start=$SECONDS
+  python3 -m cudamaster.cli resume "$run" 2>&1 | tail -40
+  echo "$run: resumed in $((SECONDS - start)) s"
+done
+tar czf "$out/runs.tgz" "$@"
