@@ -32,7 +32,8 @@ for select in "$@"; do
   if [ "$left" -lt 30 ]; then echo "no time left for phase $phase: $select"; continue; fi
   echo "phase $phase ($select): ${left} s left"
   # live logs and a stack dump of any test stuck for 4 minutes, so a hang says where it is
-  CUDAMASTER_REQUIRE_GPU=1 timeout "$left" python3 -m pytest tests/gpu -m gpu -rA -k "$select" \
+  # SIGINT at the deadline: pytest still prints the failures it has seen (tracebacks included)
+  CUDAMASTER_REQUIRE_GPU=1 timeout -s INT -k 20 "$left" python3 -m pytest tests/gpu -m gpu -rA -k "$select" \
     -p no:cacheprovider -o log_cli=true --log-cli-level=INFO -o faulthandler_timeout=240 \
     --durations=15 2>&1 | tee "$out/pytest-$phase.txt" | grep -vE "^(PASSED|SKIPPED)|INFO"
 done
