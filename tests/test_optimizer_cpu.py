@@ -4,6 +4,7 @@ in full, the merge, the stops, and what survives a kill or a machine without a G
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 
@@ -216,6 +217,17 @@ def test_a_correct_kernel_too_slow_for_a_full_evaluation_counts_as_correct_only(
     row = TaskResult(**dict.fromkeys(TaskResult.__dataclass_fields__, None) | {
         "candidate_score": 0.5, "candidate_full": False})  # fmt: skip
     assert row.scored is not None and row.scored.score == 0.0  # tau 0 only, no screened P
+
+
+def test_every_gpu_session_is_logged_with_its_wall_time_once(tmp_path):
+    opt, _, _ = make(tmp_path, {"round1/c1/coder": kernel("P 2.0")}, rounds=1, **ONE)
+    opt.run_task()
+    opt.run_task()  # a replay runs no session again
+    kinds = [json.loads(line)["kind"] for line in (tmp_path / "gpu.jsonl").read_text().splitlines()]
+    # the baseline, the profile of the best before round 1, the screen, the full evaluation
+    # beside nothing (the best was the baseline), the profile of the new best
+    assert kinds == ["full", "profile", "screen", "full", "profile"]
+    assert set(RunDir(tmp_path).gpu_seconds()) == {"vector_add-fp32"}
 
 
 def test_token_budget_stops_cleanly(tmp_path):

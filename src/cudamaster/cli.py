@@ -1145,17 +1145,17 @@ def results_cmd(
     search = Table(title="the search (screened: checked and timed briefly; full: the "
                    "interleaved evaluation whose numbers are reported)")  # fmt: skip
     for col in ("task", "best P per round", "stopped by", "candidates", "screened", "full",
-                "merges", "debug calls", "tokens", "USD"):  # fmt: skip
+                "merges", "debug calls", "tokens", "USD", "GPU s"):  # fmt: skip
         search.add_column(col)
     for r in rows:
         search.add_row(r.task, " ".join(f"{x:.2f}" for x in r.trajectory) or "-",
                        r.stop_reason or r.status, str(r.candidates), str(r.screened),
                        str(r.full), str(r.merges), str(r.debug_calls), str(r.tokens),
-                       f"{r.cost_usd:.2f}")  # fmt: skip
+                       f"{r.cost_usd:.2f}", f"{r.gpu_s:.0f}")  # fmt: skip
     t = res.totals(rows)
     search.add_row(f"total ({t.tasks} tasks)", "", "", str(t.candidates), str(t.screened),
                    str(t.full), "", str(t.debug_calls), str(t.tokens), f"{t.cost_usd:.2f}",
-                   style="bold")  # fmt: skip
+                   f"{t.gpu_s:.0f}", style="bold")  # fmt: skip
     console.print(search)
     succ = Table(title="cumulative success (a correct LLM kernel; tau > 0: P - noise > tau)")
     for col in ("tau", "solved", "rate"):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import logging
+import time
 from dataclasses import asdict, dataclass, field
 from functools import cached_property, partial
 from typing import Any, Literal
@@ -168,7 +169,9 @@ class Optimizer:
         if todo:
             for s in todo:
                 self.run.save_code(self.dir, s.name, s.source)
+            t0 = time.monotonic()
             fresh = iter(self.backend.screen(todo, variants=self.options.flags == "measure"))
+            self.run.record_gpu(self.dir, "screen", time.monotonic() - t0, len(todo))
             for i, (d, x) in enumerate(zip(digests, saved, strict=True)):
                 if x is None:
                     saved[i] = next(fresh).to_dict()
@@ -183,7 +186,9 @@ class Optimizer:
         if saved is None:
             for s in subs:
                 self.run.save_code(self.dir, s.name, s.source)
+            t0 = time.monotonic()
             outcomes = self.backend.evaluate(subs)
+            self.run.record_gpu(self.dir, "full", time.monotonic() - t0, len(subs))
             saved = {s.name: o.to_dict() for s, o in zip(subs, outcomes, strict=True)}
             self.run.save_json(self.dir, f"evals/full-{key}.json", saved)
         return [Outcome.from_dict(saved[s.name]) for s in subs]
@@ -197,7 +202,9 @@ class Optimizer:
         saved = self.run.load_json(self.dir, f"profiles/{digest}-{mode}.json")
         if saved is not None:
             return ProfileView(**saved)
+        t0 = time.monotonic()
         view = self.backend.profile(version.submission, mode, case)
+        self.run.record_gpu(self.dir, "profile", time.monotonic() - t0, 1)
         self.run.save_json(self.dir, f"profiles/{digest}-{mode}.json", asdict(view))
         return view
 

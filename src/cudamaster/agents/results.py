@@ -44,6 +44,7 @@ class TaskResult:
     screened: int = 0  # candidates that reached screening
     full: int = 0  # ... and a full evaluation
     debug_calls: int = 0
+    gpu_s: float = 0.0  # wall time of its GPU sessions (screening, full evaluations, profiles)
 
     @property
     def scored(self) -> Scored | None:
@@ -64,6 +65,7 @@ class Totals:
     debug_calls: int
     tokens: int
     cost_usd: float
+    gpu_s: float
 
 
 _CLASS = re.compile(r"Bottleneck: ([a-z-]+)")
@@ -89,6 +91,7 @@ def results(run_dir: Path) -> list[TaskResult]:
     m = run.read_manifest()
     mode = m["options"].get("profile", "filtered")
     ledger = run.ledger()
+    gpu = run.gpu_seconds()
     out = []
     for op, variant in m["tasks"]:
         tdir = run.task_dir(op, variant)
@@ -116,7 +119,7 @@ def results(run_dir: Path) -> list[TaskResult]:
             candidates=len(hist), merges=sum(c.label.endswith("-merge") for c in hist),
             screened=sum(c.stage in ("screen", "full") for c in hist),
             full=sum(c.stage == "full" for c in hist),
-            debug_calls=sum("/debug" in r["key"] for r in rows),
+            debug_calls=sum("/debug" in r["key"] for r in rows), gpu_s=gpu.get(tdir.name, 0.0),
         ))  # fmt: skip
     return out
 
@@ -124,7 +127,8 @@ def results(run_dir: Path) -> list[TaskResult]:
 def totals(rows: list[TaskResult]) -> Totals:
     return Totals(len(rows), sum(r.candidates for r in rows), sum(r.screened for r in rows),
                   sum(r.full for r in rows), sum(r.debug_calls for r in rows),
-                  sum(r.tokens for r in rows), sum(r.cost_usd for r in rows))  # fmt: skip
+                  sum(r.tokens for r in rows), sum(r.cost_usd for r in rows),
+                  sum(r.gpu_s for r in rows))  # fmt: skip
 
 
 def success(rows: list[TaskResult]) -> list[dict[str, Any]]:

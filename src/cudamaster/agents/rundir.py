@@ -95,6 +95,21 @@ class RunDir:
             return []
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
+    def record_gpu(self, task_dir: Path, kind: str, seconds: float, count: int) -> None:
+        """One GPU session of a task (screen, full, profile) and its wall time, in gpu.jsonl."""
+        with _lock, open(self.root / "gpu.jsonl", "a") as f:
+            f.write(json.dumps({"task": task_dir.name, "kind": kind, "seconds": round(seconds, 2),
+                                "count": count}) + "\n")  # fmt: skip
+
+    def gpu_seconds(self) -> dict[str, float]:
+        """The GPU sessions' wall time so far, per task."""
+        path = self.root / "gpu.jsonl"
+        out: dict[str, float] = {}
+        for line in path.read_text().splitlines() if path.exists() else []:
+            row = json.loads(line)
+            out[row["task"]] = out.get(row["task"], 0.0) + row["seconds"]
+        return out
+
     def spent(self) -> tuple[float, int]:
         """(USD, tokens) spent by every LLM call recorded so far."""
         rows = self.ledger()
