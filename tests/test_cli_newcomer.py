@@ -200,8 +200,9 @@ def test_each_operator_may_name_its_own_dtype(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     tasks = json.loads((run / "run.json").read_text())["tasks"]
     assert tasks == [["softmax", "bf16"], ["vector_add", "fp32"], ["vector_add", "bf16"]]
-    one_line_error(cli("optimize", "--model", replay(tmp_path), "--ops", "softmax:fp16",
-                       "--run", str(tmp_path / "r2")), "the dtype after ':' is fp32 or bf16")  # fmt: skip
+    bad = cli("optimize", "--model", replay(tmp_path), "--ops", "softmax:fp16", "--run",
+              str(tmp_path / "r2"))  # fmt: skip
+    one_line_error(bad, "the dtype after ':' is fp32 or bf16")
     assert not (tmp_path / "r2").exists()
 
 

@@ -10,7 +10,6 @@ import os
 import re
 import sys
 import tempfile
-import threading
 import time
 import tomllib
 from dataclasses import asdict
@@ -25,7 +24,6 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import cpus
 from .errors import UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
@@ -206,18 +204,6 @@ def _print_version(value: bool) -> None:
     if value:
         print(f"cudamaster {_version()}")
         raise typer.Exit()
-
-
-def _arch() -> str:
-    """Target for nvcc: $CUDAMASTER_ARCH, else the GPU's, else sm_90a (compile-only machines)."""
-    from .device import detect_arch
-
-    if os.environ.get("CUDAMASTER_ARCH"):
-        return os.environ["CUDAMASTER_ARCH"]
-    try:
-        return detect_arch()
-    except UserError:
-        return "sm_90a"
 
 
 @app.callback()
@@ -458,6 +444,14 @@ def eval_cmd(
     out: Annotated[Path | None, typer.Option(help="Also write the JSON report here.")] = None,
     unseen: Annotated[int | None, UNSEEN_OPTION] = None,
     unseen_seed: Annotated[int | None, UNSEEN_SEED_OPTION] = None,
+    entry: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAME",
+            help='The extern "C" function to call, e.g. vector_add_optimized (default: the '
+            "operator's, such as vector_add or vector_add_bf16).",
+        ),
+    ] = None,
 ) -> None:
     """Verify FILE against the oracle and time it against the baseline and the library.
 
@@ -466,6 +460,7 @@ def eval_cmd(
     1: it is not (the report says why)
     2: bad input, a candidate that does not build, or no GPU (one line says what to do)"""
     from .bench.evaluate import Evaluator, Impl, ImplResult, prepare, standard_impls
+    from .device import build_arch
     from .report import case_table, report_json, score_impl, unseen_line
     from .tasks import get_task
 
@@ -476,16 +471,16 @@ def eval_cmd(
     if out:
         _check_writable(out)  # now, not after the evaluation
     variant = dtype.value
-    arch = _arch()
-    cand = Impl("candidate", file.resolve(), extra_flags=tuple(flags.split()))
+    arch = build_arch()
+    cand = Impl("candidate", file.resolve(), extra_flags=tuple(flags.split()), entry=entry)
     pre = ImplResult("candidate", str(file))
     prepare(cand, arch, task.symbol(variant), pre)
+    if pre.verdict == "missing_symbol":
+        raise UserError(f"{pre.verdict}: {pre.detail}")
     if pre.verdict != "pending":
         raise UserError(pre.detail)
     # what was checked without a GPU (on stderr under --json, whose stdout is the report)
-    (err_console if as_json else console).print(
-        _built(file, arch, task.symbol(variant), pre), markup=False
-    )
+    (err_console if as_json else console).print(_built(file, arch, pre.entry, pre), markup=False)
     try:
         device = _device()
     except UserError as exc:  # what can be checked without a GPU was: say so, and what is left
@@ -601,16 +596,23 @@ def bench_cmd(
         ),
     ] = None,
     unseen: Annotated[int | None, UNSEEN_OPTION] = None,
+    impls: Annotated[
+        Path | None,
+        typer.Option(
+            "--impls",
+            metavar="DIR",
+            help="Evaluate the implementations in DIR (<op>.cu for FP32, <op>_bf16.cu for BF16, "
+            "any subset of the operators), each beside its baseline and library; every file "
+            "gets a row with its status.",
+        ),
+    ] = None,
 ) -> None:
-    """Baseline vs library over many operators; results saved as JSON as they come."""
-    from .bench.client import WorkerPool
-    from .bench.evaluate import EvalReport, Evaluator, standard_impls
-    from .bench.prepare import Preparer
-    from .device import DeviceFacts
-    from .device import targets as device_targets
-    from .gpus import GpuLost, GpuPool
-    from .report import ResultsFile, report_json, score_impl
-    from .tasks import Task, discover, get_task
+    """Baseline vs library over many operators; results saved as JSON as they come. With
+    --impls DIR, the operators and dtypes DIR has a file for, each file evaluated beside them."""
+    from .bench.batch import ConsoleProgress, run_bench
+    from .bench.impls import files_table, status_counts
+    from .report import score_impl
+    from .tasks import discover, get_task
 
     names = _op_names(ops) or list(discover())
     tasks = [get_task(n) for n in names]
@@ -619,105 +621,36 @@ def bench_cmd(
     if ray is not None:
         if gpus is not None:
             raise UserError("--gpus and --ray exclude each other: Ray places every job itself")
+        if impls is not None:
+            raise UserError("--impls runs on this host's GPUs (--gpus), not on Ray yet")
         _bench_on_ray(ray, tasks, dtype, suite, out, seed)
         return
-    targets, devices = device_targets(gpus)
-    first = next(iter(devices.values()))
-    results: list[dict] = []
-    saved = ResultsFile(out)
-    jobs = [(t, v, s) for t in tasks for v in _variants(dtype) for s in _suites(suite)]
-    t_build = time.monotonic()
-    variants = _variants(dtype)
-    _prebuild([i for t in tasks for v in variants for i in standard_impls(t, v)], first.arch)
-    build_s = time.monotonic() - t_build
-    t0 = time.monotonic()
-    pool = WorkerPool()  # baseline and library workers live across the whole bench, per GPU
-    preparers: dict[str, Preparer] = {}  # per GPU: inputs and oracles made cases ahead
-    # on one GPU the jobs run in order, so the next jobs' first cases are prepared during the last
-    following = {id(j): jobs[k + 1 :] for k, j in enumerate(jobs)} if len(targets) == 1 else {}
-    with (
-        Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err_console,
-        ) as progress,
-        contextlib.closing(pool),
-    ):
-        bar = progress.add_task("bench", total=len(jobs))
-        facts = {u: asdict(d) for u, d in devices.items()}
-        # per GPU, the evaluation before, whose last case is judged while the next one runs
-        settling: dict[str, tuple[Evaluator, Task, EvalReport, DeviceFacts]] = {}
-        saving = threading.Lock()
-        helper_cpus: dict[str, int] = {}  # per GPU: the CPUs its preparation helper may use
-
-        def publish(uuid: str) -> None:
-            """The GPU's evaluation before, settled, into the results file."""
-            ev, task, report, device = settling.pop(uuid)
-            ev.settle()
-            with saving:
-                results.append(report_json(task, report, device))
-                saved.add(results[-1])
-                saved.write(device=asdict(first), devices=facts, helper_cpus=helper_cpus,
-                            build_s=build_s, wall_s=time.monotonic() - t_build)  # fmt: skip
-
-        def evaluate(job: tuple, gpu) -> EvalReport:
-            task, variant, s = job
-            device = devices[gpu.uuid]
-            progress.update(bar, description=f"{task.name} {variant} {s}")
-            if gpu.uuid not in preparers:
-                split = cpus.split()  # this GPU's workers' cores stay free of preparation
-                preparers[gpu.uuid] = Preparer(cores=split.helpers if split else None)
-                helper_cpus[gpu.uuid] = len(split.helpers) if split else len(cpus.available())
-            ev = Evaluator(task, variant, s, device.arch, base_seed=seed, pool=pool,
-                           preparer=preparers[gpu.uuid], then=following.get(id(job), ()),
-                           progress=lambda m: progress.update(bar, description=m),
-                           unseen=unseen)  # fmt: skip
-            before = settling.get(gpu.uuid)
-            try:
-                report = ev.run(standard_impls(task, variant),
-                                previous=before[0].settle if before else None,
-                                defer=True)  # fmt: skip
-            except UserError as exc:  # this GPU's workers cannot start: the job goes elsewhere
-                if gpu.pinned and "no usable CUDA GPU" in str(exc):
-                    raise GpuLost(str(exc)) from None
-                raise
-            if before is not None:
-                publish(gpu.uuid)
-            settling[gpu.uuid] = (ev, task, report, device)
-            return report
-
-        try:
-            finished = GpuPool(targets).run(jobs, evaluate, lambda *_: progress.advance(bar))
-            for uuid in list(settling):
-                publish(uuid)
-        finally:
-            for uuid in list(settling):  # an error cut the bench short: keep what can be kept
-                try:
-                    publish(uuid)
-                except Exception as exc:
-                    err_console.print(f"an evaluation cut short could not be saved: {exc}")
-            for prep in preparers.values():
-                prep.close()
+    batch, files = run_bench(tasks, _variants(dtype), _suites(suite), out, gpus=gpus, seed=seed,
+                             unseen=unseen, impls=impls, named=ops is not None,
+                             ui=ConsoleProgress(err_console))  # fmt: skip
+    devices = batch.devices
     summary = _bench_table(f"bench on {', '.join(sorted({d.name for d in devices.values()}))}")
-    for (task, variant, s), report in zip(jobs, finished, strict=True):
-        device = devices[report.gpu["uuid"]] if report.gpu else first
+    for job, report in zip(batch.jobs, batch.reports, strict=True):
+        device = batch.device_of(report)
         scores = {
-            sc.label: sc for sc in (score_impl(task, report, i, device) for i in report.impls)
+            sc.label: sc for sc in (score_impl(job.task, report, i, device) for i in report.impls)
         }
-        summary.add_row(*_bench_row(task.name, variant, s, scores))
-    console.print(summary)
-    phases: dict[str, float] = {}
-    for r in results:
-        for case in r["report"]["phases"]:
-            for k, v in case.items():
-                if k != "case":
-                    phases[k] = phases.get(k, 0.0) + v
-    on = f" on {len(targets)} GPUs" if len(targets) > 1 else ""
+        summary.add_row(*_bench_row(job.task.name, job.variant, job.suite, scores))
+    if batch.jobs:
+        console.print(summary)
+    per_file = ""
+    if files is not None:
+        assert impls is not None
+        console.print(files_table(impls, files))
+        timed = [f.wall_s for f in files if f.wall_s is not None]
+        counts = ", ".join(f"{n} {status}" for status, n in status_counts(files).items())
+        per_file = (f"; {len(files)} files ({counts})" + (f", {sum(timed) / len(timed):.1f} s "
+                    "per file built or evaluated" if timed else ""))  # fmt: skip
+    on = f" on {len(devices)} GPUs" if len(devices) > 1 else ""
+    phases = ", ".join(f"{k} {v:.0f} s" for k, v in batch.phases.items())
     console.print(
-        f"{len(jobs)} evaluations{on} in {time.monotonic() - t0:.0f} s after {build_s:.0f} s of "
-        f"compiling ({', '.join(f'{k} {v:.0f} s' for k, v in phases.items())}); results in {out}"
+        f"{len(batch.jobs)} evaluations{on} in {batch.eval_s:.0f} s after {batch.build_s:.0f} s "
+        f"of compiling ({phases}){per_file}; results in {out}"
     )
 
 
@@ -858,8 +791,10 @@ def _calibrate(
             assert out is not None
             jobs = _resumed(out / "calibration.json", model, jobs, reports, report_from_dict)
         arches = {d.arch for d in devices.values()}
+        from .bench.batch import build_all
+
         for arch in arches:  # compiled at once here, not one by one between the profiles
-            _prebuild([Impl("baseline", t.source("baseline", v), trusted=True) for t, v in jobs],
+            build_all([Impl("baseline", t.source("baseline", v), trusted=True) for t, v in jobs],
                       arch)  # fmt: skip
 
         def work(job: tuple, gpu) -> object:
@@ -1216,28 +1151,6 @@ def _bench_on_ray(
                   f"results in {out}")  # fmt: skip
 
 
-def _prebuild(impls: list, arch: str) -> None:
-    """Compile the implementations at once, on every core, into the build cache (and read
-    what each exports, which every evaluation checks first)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from .bench.build import BuildError, build
-    from .bench.symbols import exported_symbols
-
-    impls.sort(key=lambda i: i.label != "library")  # the slow (CUB, vendor headers) ones first
-
-    def one(impl) -> None:
-        with contextlib.suppress(BuildError):  # the evaluation reports it, with nvcc's message
-            exported_symbols(build(impl.source, arch, impl.links, impl.extra_flags).library)
-
-    workers = os.cpu_count() or 4
-    with (
-        err_console.status(f"compiling {len(impls)} implementations"),
-        ThreadPoolExecutor(workers) as pool,
-    ):
-        list(pool.map(one, impls))
-
-
 def _resumed(path: Path, model: str, jobs: list, reports: list, load) -> list:
     """Move the successful profiles of ``path`` taken on ``model`` into ``reports``; returns the
     jobs still to profile."""
@@ -1318,6 +1231,61 @@ _NO_ARGS = _click_error("NoArgsIsHelpError")
 def _error(message: str) -> None:
     err_console.print(f"[bold red]error:[/bold red] {escape(' '.join(message.split()))}",
                       highlight=False, soft_wrap=True)  # fmt: skip
+
+
+# -- compare and report (issue 26): bench JSON, --impls JSON and run directories -----------
+RESULTS_HELP = "bench JSON (also from bench --impls) or an optimizer run directory."
+
+
+@app.command("compare")
+def compare_cmd(
+    a: Annotated[Path, typer.Argument(help=f"A: {RESULTS_HELP}")],
+    b: Annotated[Path, typer.Argument(help=f"B: {RESULTS_HELP}")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Two runs side by side: per task, B's P over A's, beyond the noise of both or within
+    it; tasks in one input only; the geometric mean of B/A and how many are better or worse."""
+    from .compare import compare, table, totals_line
+    from .resultset import load
+
+    result = compare(load(a), load(b))
+    if as_json:
+        print(json.dumps(asdict(result), indent=1))
+        return
+    console.print(table(result))
+    console.print(totals_line(result.totals), markup=False, highlight=False)
+    if result.other_gpus:
+        console.print(f"note: A ran on {result.a_device}, B on {result.b_device}: the ratios "
+                      "compare the GPUs as much as the kernels", markup=False)  # fmt: skip
+
+
+@app.command("report")
+def report_cmd(
+    inputs: Annotated[list[Path], typer.Argument(help=f"Inputs: {RESULTS_HELP}")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="The HTML file.")] = Path("report.html"),
+) -> None:
+    """One self-contained HTML page: the cumulative success curve over tau, P per task beside
+    the library's, the speed-of-light fractions, an optimizer run's best P per round, tables."""
+    from .htmlreport import require_plotly, write_report
+    from .resultset import load
+
+    require_plotly()
+    _check_writable(out, "-o")
+    sets = [load(p) for p in inputs]
+    write_report(sets, out)
+    console.print(f"report of {len(sets)} input(s) written to {out}", markup=False)
+
+
+@app.command("mcp")
+def mcp_cmd() -> None:
+    """Serve the evaluator to coding agents over MCP (stdio): list_operators, operator_spec,
+    evaluate, profile. Claude Code: `claude mcp add cudamaster -- cudamaster mcp`."""
+    from .extras import require_mcp
+
+    require_mcp()
+    from .mcp_server import serve
+
+    serve()
 
 
 def main() -> None:

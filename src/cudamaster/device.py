@@ -76,6 +76,17 @@ def detect_arch() -> str:
     return nvcc_arch(_smi()["cc"])
 
 
+def build_arch() -> str:
+    """nvcc's target for a build that may happen without a GPU: $CUDAMASTER_ARCH, else the
+    GPU's, else sm_90a (a machine without a GPU builds and checks for Hopper)."""
+    if os.environ.get("CUDAMASTER_ARCH"):
+        return os.environ["CUDAMASTER_ARCH"]
+    try:
+        return detect_arch()
+    except UserError:
+        return "sm_90a"
+
+
 _PROBE = r"""
 import ctypes, json, sys
 import statistics

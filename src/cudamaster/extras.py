@@ -4,7 +4,9 @@ for the cuDNN library baselines (the cudnn extra, or a cuDNN of the system)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
+import re
 from pathlib import Path
 
 from .errors import UserError
@@ -52,3 +54,25 @@ def require_optimizer(modules: tuple[str, ...] = OPTIMIZER_MODULES) -> None:
     missing = [m for m in modules if _absent(m)]
     if missing:
         raise optimizer_missing(*missing)
+
+
+#: The MCP SDK versions `cudamaster mcp` serves with (pyproject.toml's mcp extra): 1.21.2 is
+#: the first 1.x that imports with today's pydantic (earlier ones import a private name of
+#: pydantic's that 2.14 no longer has).
+MCP_VERSIONS = ((1, 21, 2), (3, 0, 0))
+
+
+def require_mcp() -> None:
+    """UserError, naming the extra, unless an MCP SDK that `cudamaster mcp` serves with (the
+    mcp extra's range) can be imported."""
+    if _absent("mcp"):
+        raise UserError(f"`cudamaster mcp` needs the MCP SDK (missing: mcp): {install_line('mcp')}")
+    try:
+        version = importlib.metadata.version("mcp")
+    except importlib.metadata.PackageNotFoundError:
+        return  # importable but not installed as a distribution (a source tree): trust it
+    parts = tuple(int(p) for p in re.findall(r"\d+", version)[:3])
+    low, high = MCP_VERSIONS
+    if not low <= parts < high:
+        raise UserError(f"`cudamaster mcp` needs mcp >= {'.'.join(map(str, low))}, < "
+                        f"{high[0]} (installed: {version}): {install_line('mcp')}")  # fmt: skip

@@ -74,7 +74,7 @@ def _check_text(task: Task, variant: str, params: dict, check: CheckResult) -> s
     return text + ("; first: " + "; ".join(firsts) if firsts else "")
 
 
-def _case_detail(task: Task, variant: str, case: CaseResult) -> str:
+def case_detail(task: Task, variant: str, case: CaseResult) -> str:
     bad = [c for c in case.checks if not c.passed]
     if case.verdict == "wrong" and bad:
         return "\n  ".join(_check_text(task, variant, case.params, c) for c in bad)
@@ -97,7 +97,7 @@ def outcome_of(task: Task, variant: str, report: EvalReport, impl: ImplResult,
             baseline_ms=b.cold.median_ms if b is not None and b.ok and b.cold else None,
             vs_baseline=s.vs_baseline, vs_baseline_u=s.vs_baseline_u, vs_library=s.vs_library,
             sol=s.sol_fraction,
-            detail="" if case.ok else _case_detail(task, variant, case),
+            detail="" if case.ok else case_detail(task, variant, case),
         ))  # fmt: skip
     resources = []
     if impl.build is not None:

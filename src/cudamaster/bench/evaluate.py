@@ -78,6 +78,14 @@ class Impl:
     trusted: bool = False  # baselines and library baselines may link vendor libraries
     links: tuple[str, ...] = ()
     extra_flags: tuple[str, ...] = ()
+    # the extern "C" function called (None: the task's symbol for the variant, such as
+    # vector_add or vector_add_bf16); MSKernelBench's optimized kernels name theirs
+    # <symbol>_optimized
+    entry: str | None = None
+
+    def entry_for(self, symbol: str) -> str:
+        """The function called, where the task's own is ``symbol``."""
+        return self.entry or symbol
 
 
 @dataclass
@@ -106,6 +114,7 @@ class ImplResult:
     source: str
     verdict: str = "pending"  # ok | wrong | compile_error | forbidden | missing_symbol | ...
     detail: str = ""
+    entry: str = ""  # the extern "C" function called (set by prepare)
     build: BuildResult | None = None
     symbols: SymbolReport | None = None
     cases: list[CaseResult] = field(default_factory=list)
@@ -155,15 +164,22 @@ class _Live:
 
 
 def prepare(impl: Impl, arch: str, symbol: str, result: ImplResult) -> None:
-    """Build and inspect one implementation before anything runs; sets the verdict on refusal."""
+    """Build and inspect one implementation before anything runs; sets the verdict on refusal.
+    ``symbol`` is the task's entry for the variant; ``impl.entry``, where set, replaces it."""
+    entry = result.entry = impl.entry_for(symbol)
     try:
         result.build = build(impl.source, arch, impl.links, impl.extra_flags)
     except BuildError as exc:
         result.verdict, result.detail = "compile_error", f"{exc} (log: {exc.log_path})"
         return
-    if not defines_symbol(result.build.library, symbol):
+    if not defines_symbol(result.build.library, entry):
         result.verdict = "missing_symbol"
-        result.detail = f'{impl.source.name} does not define extern "C" {symbol}'
+        result.detail = f'{impl.source.name} does not define extern "C" {entry}'
+        if entry != symbol:
+            result.detail += f" (the entry named instead of the operator's {symbol})"
+        elif defines_symbol(result.build.library, optimized := optimized_entry(symbol)):
+            result.detail += (f"; it defines {optimized} (MSKernelBench's name for an optimized "
+                              f"kernel): name that entry (eval --entry {optimized})")  # fmt: skip
         return
     if not impl.trusted:
         result.symbols = check_library(result.build.library)
@@ -241,9 +257,8 @@ class Evaluator:
         live.info = info
         self.device = self.device or asdict(info)
         library = str(live.result.build.library)
-        reply = worker.request(
-            60, Load(library, self.task.symbol(self.variant), self.arg_specs, live.impl.trusted)
-        )
+        entry = live.impl.entry_for(self.task.symbol(self.variant))
+        reply = worker.request(60, Load(library, entry, self.arg_specs, live.impl.trusted))
         if not reply.ok:
             worker.close()
             raise WorkerDied(reply.verdict or "load_error", reply.error)
@@ -831,6 +846,11 @@ def _slot(live: _Live, written: OutputSlot) -> OutputFile:
 
 def _label(params: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items())
+
+
+def optimized_entry(symbol: str) -> str:
+    """The entry MSKernelBench's optimized kernels define instead of ``symbol``."""
+    return f"{symbol}_optimized"
 
 
 def standard_impls(task: Task, variant: str) -> list[Impl]:

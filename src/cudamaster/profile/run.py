@@ -60,7 +60,7 @@ def target_spec(
         for a in task.spec.args
     )  # fmt: skip
     return TargetSpec(
-        load=Load(str(pre.build.library), task.symbol(variant), args),
+        load=Load(str(pre.build.library), impl.entry_for(task.symbol(variant)), args),
         setup=Setup(str(work), 1, args, (tuple(inputs.call_scalars),), str(work / "out")),
     )
 
