@@ -117,6 +117,7 @@ def test_the_coder_gets_the_tolerance_semantics_compute_capability_and_exact_bui
     text = prompt(provider, "round1/c1/coder")
     assert "rtol = " in text and "Compute capability 90" in text
     assert "nvcc -O3 -Xcompiler -fPIC -shared -cudart shared -Xptxas -v -arch=sm_90a -o" in text
+    assert "Every build targets sm_90a" in text and "wgmma" in text  # Hopper's own, said
     assert "fastest correct build is kept" in text and "75.07% of P" in text
     baseline = get_task("vector_add").source("baseline", "fp32").read_text()
     assert "starts from (baseline)" in text and baseline in text
@@ -692,3 +693,16 @@ def test_gather_lets_every_step_run_then_raises_an_error_before_a_pending_answer
             gather([step(n, raises[n]) for n in names])
         assert caught.value is raised and sorted(ran) == list(names)  # every step ran
     assert gather([lambda: 1, lambda: 2]) == [1, 2]
+
+
+def test_hopper_builds_for_sm_90a_and_other_gpus_for_their_own_arch():
+    from dataclasses import replace
+
+    from cudamaster.agents.brief import arch_note
+    from cudamaster.device import nvcc_arch
+    from optimizer_fakes import DEVICE
+
+    assert (nvcc_arch("90"), nvcc_arch("80"), nvcc_arch("100")) == ("sm_90a", "sm_80", "sm_100")
+    ampere = replace(DEVICE, compute_capability="80")
+    assert ampere.arch == "sm_80" and arch_note(ampere) == ""
+    assert "setmaxnreg" in arch_note(DEVICE) and DEVICE.arch == "sm_90a"

@@ -88,11 +88,11 @@ def gpu(device: DeviceFacts) -> str:
         f"written per second), {device.fp32_tflops:.1f} TFLOP/s FP32 GEMM (cuBLAS SGEMM), "
         f"{device.bf16_tflops:.0f} TFLOP/s BF16 GEMM (tensor cores, FP32 accumulation), and a "
         f"launch + synchronize floor of {device.launch_floor_us:.2f} us (an empty kernel, "
-        f"timed as your call is).{_arch_note(device)}"
+        f"timed as your call is).{arch_note(device)}"
     )
 
 
-def _arch_note(device: DeviceFacts) -> str:
+def arch_note(device: DeviceFacts) -> str:
     """What building for the arch-specific target makes available (Hopper: sm_90a)."""
     if not device.arch.endswith("a"):
         return ""
@@ -148,6 +148,11 @@ class Brief:
 
     def build(self, flags: tuple[str, ...] | list[str]) -> str:
         return build_command(self.device, flags)
+
+    @property
+    def arch(self) -> str:
+        """What the build's target makes available ("" where nothing beyond the usual)."""
+        return arch_note(self.device).strip()
 
 
 def weights(cases: list[CaseOutcome]) -> str:
