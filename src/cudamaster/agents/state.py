@@ -10,11 +10,6 @@ from .backend import Submission
 from .history import Candidate
 from .outcome import Outcome
 
-#: A task's status: running; done (its rounds, its patience or the speed-of-light target ended
-#: it); waiting (for a model's answer: exchange); needs_gpu (its next step needs a GPU: resume
-#: it on one); stopped (a budget); failed; interrupted (the run stopped before it went on).
-STATUSES = ("running", "done", "waiting", "needs_gpu", "stopped", "failed", "interrupted")
-
 
 @dataclass
 class Version:
@@ -42,6 +37,9 @@ class Version:
 
 @dataclass
 class TaskState:
+    # running; done (its rounds, its patience or the speed-of-light target ended it); waiting
+    # (for a model's answer: exchange); needs_gpu (its next step needs a GPU: resume it on one);
+    # stopped (a budget); failed; interrupted (the run stopped before it went on)
     status: str = "running"
     detail: str = ""
     round: int = 0
