@@ -47,7 +47,7 @@ from .parse import (
 )
 from .pending import gather
 from .rundir import RunDir, code_hash
-from .state import TaskState, Version
+from .state import Status, Stop, TaskState, Version
 
 log = logging.getLogger(__name__)
 
@@ -215,20 +215,20 @@ class Optimizer:
     def run_task(self) -> TaskState:
         saved = self.run.load_json(self.dir, "state.json")
         state = TaskState.from_dict(saved) if saved else TaskState()
-        if state.status == "done":
+        if state.status == Status.DONE:
             return state
         self._state = state
         try:
             self._loop(state)
-            state.status = "done"
+            state.status = Status.DONE
         except AnswerPending as exc:
-            state.status, state.detail = "waiting", str(exc)
+            state.status, state.detail = Status.WAITING, str(exc)
         except NeedsGpu as exc:
-            state.status, state.detail = "needs_gpu", str(exc)
+            state.status, state.detail = Status.NEEDS_GPU, str(exc)
         except BudgetExceeded as exc:
-            state.status, state.detail = "stopped", str(exc)
+            state.status, state.detail = Status.STOPPED, str(exc)
         except ProviderError as exc:
-            state.status, state.detail = "failed", str(exc)
+            state.status, state.detail = Status.FAILED, str(exc)
         self._save(state)
         return state
 
@@ -242,18 +242,18 @@ class Optimizer:
         """Each case's weight in P, as the coder is told."""
         return facts.weights(self._baseline.outcome.cases)
 
-    def _stop_reason(self, state: TaskState) -> tuple[str, str] | None:
+    def _stop_reason(self, state: TaskState) -> tuple[Stop, str] | None:
         """Why no further round starts, if none does: (reason, detail)."""
         assert state.best is not None
         sol, target = state.best.outcome.sol, self.options.sol_target
         if target is not None and sol is not None and sol >= target:
-            return "sol_target", f"{sol:.0%} of the speed of light reached"
+            return Stop.SOL_TARGET, f"{sol:.0%} of the speed of light reached"
         patience = self.options.patience
         if patience and state.round - state.last_gain >= patience:
-            return "patience", f"no new best in {state.round - state.last_gain} rounds"
+            return Stop.PATIENCE, f"no new best in {state.round - state.last_gain} rounds"
         allowed = self.options.rounds + state.extra_rounds
         if state.round >= allowed:
-            return "rounds", f"{allowed} rounds done"
+            return Stop.ROUNDS, f"{allowed} rounds done"
         return None
 
     def _loop(self, state: TaskState) -> None:

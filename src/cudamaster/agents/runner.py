@@ -24,7 +24,7 @@ from .backend import Backend, CpuBackend, save_device
 from .budget import Budget, Cost
 from .loop import LoopOptions, Optimizer
 from .rundir import RunDir
-from .state import TaskState
+from .state import Status, Stop, TaskState
 
 log = logging.getLogger(__name__)
 BackendFactory = Callable[[Task, str], Backend]
@@ -135,7 +135,7 @@ def execute(run: RunDir, progress: Callable[[str, TaskState], None] | None = Non
             saved = run.load_json(tdir, "state.json")
             state = TaskState.from_dict(saved) if saved else TaskState()
             first = str(exc).splitlines()[0] if str(exc) else ""
-            state.status = "failed"
+            state.status = Status.FAILED
             state.detail = f"{type(exc).__name__}: {first} (see {tdir / 'error.log'})"
             run.save_json(tdir, "state.json", asdict(state))
         if progress:
@@ -163,39 +163,42 @@ def hand_over(run: RunDir, pairs: list[list[str]], states: dict[str, TaskState],
 
     What is free: the rounds the early stoppers left (negative for one that stopped after
     rounds it was granted), less the extra rounds granted to tasks that did not stop early."""
-    early = {n for n, s in states.items() if s.status == "done" and s.stop_reason != "rounds"}
+    early = {
+        n for n, s in states.items() if s.status == Status.DONE and s.stop_reason != Stop.ROUNDS
+    }
     free = sum(rounds - states[n].round for n in early) - sum(
         s.extra_rounds for n, s in states.items() if n not in early
     )
     takers = [
         name
         for name, s in states.items()
-        if s.status == "done" and s.stop_reason == "rounds" and s.gained_last_round()
+        if s.status == Status.DONE and s.stop_reason == Stop.ROUNDS and s.gained_last_round()
     ]
     takers.sort(key=lambda n: -(states[n].trajectory[-1] / max(states[n].trajectory[-2], 1e-9)))
     granted = takers[: max(0, free)]
     for name in granted:
         state = states[name]
         state.extra_rounds += 1
-        state.status, state.detail, state.stop_reason = "running", "", ""
+        state.status, state.detail, state.stop_reason = Status.RUNNING, "", Stop.NONE
         op, variant = next(p for p in pairs if "-".join(p) == name)
         run.save_json(run.task_dir(op, variant), "state.json", asdict(state))
     return granted
 
 
 #: A run's status is its worst task's: the first of these that some task has.
-_STATUS_ORDER = ("failed", "interrupted", "running", "waiting", "needs_gpu", "stopped", "done")
+_STATUS_ORDER = (Status.FAILED, Status.INTERRUPTED, Status.RUNNING, Status.WAITING,
+                 Status.NEEDS_GPU, Status.STOPPED, Status.DONE)  # fmt: skip
 
 
 def run_status(states: dict[str, TaskState]) -> str:
     """The run's status from its tasks': failed if any failed, done if all are done."""
     have = {s.status for s in states.values()}
-    return next((s for s in _STATUS_ORDER if s in have), "done")
+    return next((s for s in _STATUS_ORDER if s in have), Status.DONE)
 
 
 def failed(states: dict[str, TaskState]) -> list[str]:
     """The tasks that failed or never began (the CLI exits 1 when there are any)."""
-    return [name for name, s in states.items() if s.status in ("failed", "interrupted")]
+    return [name for name, s in states.items() if s.status in (Status.FAILED, Status.INTERRUPTED)]
 
 
 def _set_status(run: RunDir, status: str, reason: str | None) -> None:
@@ -217,8 +220,8 @@ def _interrupted(run: RunDir, m: dict[str, Any], reason: str) -> None:
         tdir = run.task_dir(op, variant)
         saved = run.load_json(tdir, "state.json")
         state = TaskState.from_dict(saved) if saved else TaskState()
-        if state.status in ("running", "interrupted"):
-            state.status = "interrupted"
+        if state.status in (Status.RUNNING, Status.INTERRUPTED):
+            state.status = Status.INTERRUPTED
             when = "began" if state.baseline is None else "went on"
             state.detail = f"the run stopped before this task {when}: {reason}"
             run.save_json(tdir, "state.json", asdict(state))

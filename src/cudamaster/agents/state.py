@@ -4,11 +4,33 @@ of parents, every candidate tried, the trajectory of the best's P, why the task 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from .backend import Submission
 from .history import Candidate
 from .outcome import Outcome
+
+
+class Status(StrEnum):
+    """A task's status (a str: state.json keeps the word)."""
+
+    RUNNING = "running"
+    DONE = "done"  # its rounds, its patience or the speed-of-light target ended it
+    WAITING = "waiting"  # for a model's answer (exchange)
+    NEEDS_GPU = "needs_gpu"  # its next step needs a GPU: resume it on one
+    STOPPED = "stopped"  # a budget
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"  # the run stopped before it went on
+
+
+class Stop(StrEnum):
+    """What ended a task that is done."""
+
+    NONE = ""
+    ROUNDS = "rounds"
+    SOL_TARGET = "sol_target"
+    PATIENCE = "patience"
 
 
 @dataclass
@@ -37,10 +59,7 @@ class Version:
 
 @dataclass
 class TaskState:
-    # running; done (its rounds, its patience or the speed-of-light target ended it); waiting
-    # (for a model's answer: exchange); needs_gpu (its next step needs a GPU: resume it on one);
-    # stopped (a budget); failed; interrupted (the run stopped before it went on)
-    status: str = "running"
+    status: Status = Status.RUNNING
     detail: str = ""
     round: int = 0
     baseline: Version | None = None
@@ -52,7 +71,7 @@ class TaskState:
     beams: list[list[str]] = field(default_factory=list)  # the beam's labels after each round
     last_gain: int = 0  # the last round that gave a new best
     extra_rounds: int = 0  # rounds handed over by tasks that stopped early
-    stop_reason: str = ""  # rounds | sol_target | patience (set once done)
+    stop_reason: Stop = Stop.NONE
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TaskState:
@@ -61,6 +80,8 @@ class TaskState:
             data[key] = Version.from_dict(data[key]) if data.get(key) else None
         data["beam"] = [Version.from_dict(v) for v in data.get("beam", [])]
         data["history"] = [Candidate.from_dict(c) for c in data.get("history", [])]
+        data["status"] = Status(data.get("status", Status.RUNNING))
+        data["stop_reason"] = Stop(data.get("stop_reason", Stop.NONE))
         return cls(**data)
 
     def gained_last_round(self) -> bool:
