@@ -4,8 +4,12 @@
 # resumes each run in turn (one at a time: runs sharing a GPU would disturb each other's
 # timings), so that every candidate waiting for a GPU is screened and evaluated and every new
 # best profiled; then packs the run directories into $OUT/runs.tgz to bring back (unpack it over
-# the working tree). Name the run directories in the device call's carry.
+# the working tree). Name the run directories in the device call's carry. A resume still going
+# at the deadline ($CUDAMASTER_DEADLINE_S seconds after the start, default 540) is interrupted
+# (every finished step is kept; resume it again) so that the packing always happens.
 set -uo pipefail
+start=$SECONDS
+deadline=${CUDAMASTER_DEADLINE_S:-540}
 if ls .whl/*.whl >/dev/null 2>&1; then  # wheels the GPU image lacks (see device-run.sh)
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
   export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
@@ -14,8 +18,10 @@ export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 out="${OUT:-/tmp/out}"; mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 for run in "$@"; do
-  start=$SECONDS
-  python3 -m cudamaster.cli resume "$run" 2>&1 | tail -40
-  echo "$run: resumed in $((SECONDS - start)) s"
+  left=$((deadline - (SECONDS - start)))
+  if [ "$left" -lt 30 ]; then echo "$run: no time left"; continue; fi
+  begun=$SECONDS
+  timeout -s INT -k 30 "$left" python3 -m cudamaster.cli resume "$run" 2>&1 | tail -40
+  echo "$run: resumed in $((SECONDS - begun)) s"
 done
 tar czf "$out/runs.tgz" "$@"
