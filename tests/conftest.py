@@ -20,6 +20,19 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 @functools.cache
+def one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
+    """The command stopped with exit 2 and one line on stderr, "error: ...", holding every
+    needle (no traceback); returns the line."""
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: ")
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
 def gpu_available() -> bool:
     if not shutil.which("nvidia-smi"):
         return False

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import one_line_error
+
 WRONG = Path(__file__).parent / "fixtures" / "wrong"
 BASELINE = Path(__file__).resolve().parents[1] / "tasks" / "vector_add" / "baseline.cu"
 
@@ -21,15 +23,6 @@ def cli(*args: str, **env: str) -> subprocess.CompletedProcess:
         timeout=600,
         check=False,
     )
-
-
-def one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, proc.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 def test_tasks_lists_every_operator_as_json():

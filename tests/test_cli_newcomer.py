@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import fake_gpu_env
+from conftest import fake_gpu_env, one_line_error
 from cudamaster import cli as cli_module
 from cudamaster.tasks import discover
 
@@ -30,17 +30,6 @@ def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, 
     return subprocess.run([sys.executable, "-m", "cudamaster.cli", *args], capture_output=True,
                           text=True, env={**(env or os.environ), **extra}, cwd=cwd, timeout=300,
                           check=False)  # fmt: skip
-
-
-def one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stderr)
-    assert "Traceback" not in proc.stderr
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("error: ")
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

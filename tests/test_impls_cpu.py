@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import fake_gpu_env
+from conftest import fake_gpu_env, one_line_error
 from cudamaster.bench.evaluate import Impl, ImplResult, prepare
 from cudamaster.bench.impls import MISNAMED, ImplFile, parse_name, scan, summarize
 from cudamaster.report import CaseScore, ImplScore
@@ -40,16 +40,6 @@ def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None):
     return subprocess.run([sys.executable, "-m", "cudamaster.cli", *args], capture_output=True,
                           text=True, env=env or dict(os.environ), cwd=cwd, timeout=900,
                           check=False)  # fmt: skip
-
-
-def one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stderr)
-    assert "Traceback" not in proc.stderr
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, proc.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 def renamed(source: Path, old: str, new: str) -> str:
