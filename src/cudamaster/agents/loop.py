@@ -445,12 +445,9 @@ class Optimizer:
                    and d.full.score > best.score]  # fmt: skip
         winner = max(winners, key=lambda d: d.full.score or 0.0, default=None)  # type: ignore[union-attr]
         versions = {v.label: v for v in state.beam if v.label != "baseline"}
-        for d in drafts:
-            outcome = d.full or d.screened  # one that fails its full evaluation is not correct
-            if outcome is not None and outcome.ok and outcome.score is not None:
-                assert d.code is not None
-                versions[d.label] = Version(d.label, d.code, list(outcome.flags), outcome)
-                self._best_candidate(state, outcome)
+        for label, version in self._correct(drafts).items():
+            versions[label] = version
+            self._best_candidate(state, version.outcome)
         if winner is not None:
             state.best, state.last_gain = versions[winner.label], r
         ranked = sorted(versions.values(), key=lambda v: -v.score)
@@ -463,6 +460,22 @@ class Optimizer:
                 r, d.label, d.parent.label, d.parent.source, d.code, plan_items(d.plan.text),
                 d.attempts, d.last, d is winner, d.plan.strategy, screen,
             ))  # fmt: skip
+
+    @staticmethod
+    def _correct(drafts: list[Draft]) -> dict[str, Version]:
+        """The drafts correct at their last stage (one that fails its full evaluation is not),
+        each as a version with that stage's outcome."""
+        out = {}
+        for d in drafts:
+            outcome = d.full or d.screened
+            if (
+                d.code is not None
+                and outcome is not None
+                and outcome.ok
+                and outcome.score is not None
+            ):
+                out[d.label] = Version(d.label, d.code, list(outcome.flags), outcome)
+        return out
 
     @staticmethod
     def _best_candidate(state: TaskState, outcome: Outcome) -> None:
@@ -484,10 +497,8 @@ class Optimizer:
         best = state.best
         assert best is not None and state.baseline is not None
         kept = {v.label: v for v in state.beam if v.label != "baseline"}
-        for d in drafts:
-            outcome = d.full or d.screened  # one that fails its full evaluation is not correct
-            if d.code is not None and outcome is not None and outcome.ok:
-                kept.setdefault(d.label, Version(d.label, d.code, list(outcome.flags), outcome))
+        for label, version in self._correct(drafts).items():
+            kept.setdefault(label, version)
         pool = list(kept.values())
         if len(pool) < 2:
             return
