@@ -543,6 +543,20 @@ def test_kernels_leading_on_different_sizes_merge_into_a_dispatcher_that_builds_
     )  # fmt: skip
 
 
+def test_a_merge_may_pick_any_two_kernels_of_the_pool_and_names_them(tmp_path):
+    answers = {"round1/planner": plans("baseline", "baseline", "baseline"),
+               "round1/c1/coder": kernel("P 4,4,4,1,1"), "round1/c2/coder": kernel("P 1.5"),
+               "round1/c3/coder": kernel("P 0.5,0.5,0.5,3,3")}  # fmt: skip
+    opt, _, _ = make(tmp_path, answers, candidates=3)
+    state = opt.run_task()
+    # the pool is the beam (round1-c3, round1-c2), then round1-c1: the rule takes its 3rd and 1st
+    merge = state.history[-1]
+    assert merge.label == "round1-merge" and merge.kept
+    assert merge.optimizations[0].startswith(
+        "Per-size dispatch: round1-c1 where N < 32768, else round1-c3"
+    )
+
+
 @pytest.mark.parametrize("c1, c2, merge", [
     ("P 2.0", "P 3.0", True),  # the second leads on every case: nothing to merge
     ("P 4,4,4,1,1", "P 0.5,0.5,0.5,3,3", False),  # each leads somewhere, but merging is off

@@ -518,8 +518,8 @@ class Optimizer:
             log.info("%s: no merge of %s and %s: %s", self.dir.name, *[p.label for p in paths], exc)
             return
         common = [f for f in paths[0].flags if f in paths[1].flags] or ["-O3"]
-        plan = Plan(f"Per-size dispatch: {paths[rule.below].label} where {rule.arg} < "
-                    f"{rule.threshold}, else {paths[rule.above].label} (predicted P "
+        plan = Plan(f"Per-size dispatch: {paths[0].label} where {rule.arg} < "
+                    f"{rule.threshold}, else {paths[1].label} (predicted P "
                     f"{rule.predicted:.3f})", best.label, "per-size dispatch")  # fmt: skip
         d = Draft(label, f"round{r}/merge", plan, best, code=source, flags=tuple(common))
         d.failure = self.backend.compile(d.submission)
