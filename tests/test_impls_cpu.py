@@ -107,15 +107,16 @@ def test_a_folder_gives_one_row_per_file_with_its_status_and_the_run_goes_on(gpu
     assert "did you mean vector_add.cu" in rows["vectoradd.cu"]["detail"]
     assert status["more/RELU.cu"] == "duplicate"
     # one evaluation per evaluated file, in bench's schema: the file beside its baseline and
-    # library in one session, labelled by its file name
+    # library in one session, labelled by the folder's name (one implementation across tasks)
     by_file = {r["file"]: r for r in data["results"]}
     assert set(by_file) == {"vector_add.cu", "RELU.cu", "RELU_bf16.cu", "elu.cu"}
     for path, result in by_file.items():
         labels = [i["label"] for i in result["report"]["impls"]]
-        assert labels[0] == "baseline" and labels[-1] == Path(path).name
+        assert labels == ["baseline", "library", d.name]
+        assert result["report"]["impls"][-1]["source"].endswith(path)
         assert {"report", "scores", "device_facts"} <= set(result)
     called = {i["label"]: i["entry"] for i in by_file["elu.cu"]["report"]["impls"]}
-    assert called == {"baseline": "elu", "library": "elu", "elu.cu": "elu_optimized"}
+    assert called == {"baseline": "elu", "library": "elu", d.name: "elu_optimized"}
     assert data["impls_dir"] == str(d) and data["impls_mean_wall_s"] > 0
     assert "implementations in" in proc.stdout and "selu.cu" in proc.stdout
 

@@ -10,7 +10,9 @@ evaluation (``ok``, ``wrong``, ``wrong_on_unseen``, ``crash``, ...). An operator
 without a file for a dtype asked is a ``missing`` row. A kernel that defines
 ``<symbol>_optimized`` (MSKernelBench's optimized kernels) but not ``<symbol>`` is called by that
 name. Each file is evaluated in one session with the operator's baseline and library baseline
-per suite (bench/batch.py), labelled by its file name.
+per suite (bench/batch.py), labelled by the folder's name: each operator and dtype has at most one
+file, so the folder is one implementation across tasks (one series in `cudamaster report`, one
+side of `cudamaster compare`), and each result names its file.
 """
 
 from __future__ import annotations
@@ -235,13 +237,16 @@ def scan(folder: Path, selected: list[Task], variants: list[str], named: bool) -
     return files
 
 
+def label_of(folder: Path) -> str:
+    """The label of a folder's implementations: its name, unless that is a standard label."""
+    name = folder.resolve().name or "impls"
+    return f"{name} (impls)" if name in ("baseline", "library") else name
+
+
 def candidates(folder: Path, files: list[ImplFile]) -> dict[str, Impl]:
-    """The pending files as implementations, by path, each labelled by its file name."""
-    return {
-        f.path: Impl(Path(f.path).name, (folder / f.path).resolve())
-        for f in files
-        if f.status == PENDING
-    }
+    """The pending files as implementations, by path, labelled by the folder's name."""
+    label = label_of(folder)
+    return {f.path: Impl(label, (folder / f.path).resolve()) for f in files if f.status == PENDING}
 
 
 def auto_entry(impl: Impl, symbol: str, arch: str) -> Impl:
