@@ -486,6 +486,24 @@ def test_replay_answers_by_key(tmp_path):
         p.complete(MESSAGES, FAST, key="r1/coder")
 
 
+def test_replay_of_an_exchange_directory_gives_its_answers_and_their_tokens(tmp_path):
+    exchange = make_provider(f"exchange:{tmp_path}")
+    with pytest.raises(AnswerPending):
+        complete(exchange, MESSAGES, FAST, key="vector_add-fp32/round1/planner")
+    with pytest.raises(AnswerPending):  # asked, never answered: not in the replay
+        complete(exchange, MESSAGES, FAST, key="RELU-fp32/round1/planner")
+    (tmp_path / "vector_add-fp32__round1__planner.answer.md").write_text("the plan")
+    live = exchange.complete(MESSAGES, FAST, key="vector_add-fp32/round1/planner")
+    replay = make_provider(f"replay:{tmp_path}")
+    again = replay.complete(MESSAGES, FAST, key="vector_add-fp32/round1/planner")
+    assert (again.text, again.usage, again.cost_usd) == ("the plan", live.usage, 0.0)
+    with pytest.raises(ProviderError, match="no answer for RELU-fp32/round1/planner"):
+        replay.complete(MESSAGES, FAST, key="RELU-fp32/round1/planner")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="has no answered prompt"):
+        make_provider(f"replay:{tmp_path / 'empty'}")
+
+
 def test_exchange_writes_a_readable_prompt_then_reads_the_answer(tmp_path):
     p = make_provider(f"exchange:{tmp_path}")
     with pytest.raises(AnswerPending) as exc:

@@ -853,7 +853,7 @@ def optimize_cmd(
         str,
         typer.Option(
             help="PROVIDER:MODEL, e.g. openai:gpt-4.1, "
-            "deepseek:deepseek-chat, vllm:NAME, replay:FILE, exchange:DIR."
+            "deepseek:deepseek-chat, vllm:NAME, replay:FILE|DIR, exchange:DIR."
         ),
     ],
     ops: Annotated[

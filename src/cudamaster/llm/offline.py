@@ -8,6 +8,9 @@ from pathlib import Path
 
 from .base import AnswerPending, Completion, Message, Options, Provider, ProviderError, Usage
 
+#: The first line of an exchanged prompt, before its key.
+REQUEST = "# request "
+
 
 def safe_name(key: str) -> str:
     """A request key as a file name (the run directory names its steps the same way)."""
@@ -15,23 +18,14 @@ def safe_name(key: str) -> str:
 
 
 class Replay(Provider):
-    """Answers from a transcript: JSON lines {"key", "text", "model"?, "usage"?, "cost_usd"?},
-    by key. A replayed answer costs what the transcript recorded, else nothing."""
+    """Answers by key from a transcript: a file of JSON lines {"key", "text", "model"?, "usage"?,
+    "cost_usd"?}, or an exchange directory (DIR/KEY.prompt.md and its .answer.md, as `exchange:`
+    left it; the key is the prompt's first line, the usage its two files' tokens). A replayed
+    answer costs what the transcript recorded, else nothing."""
 
     def __init__(self, path: str) -> None:
         self.name, self.model = "replay", path
-        try:
-            lines = Path(path).read_text().splitlines()
-        except OSError as exc:
-            raise ProviderError(f"cannot read replay transcript {path}: {exc.strerror}") from None
-        self.answers: dict[str, dict] = {}
-        for n, line in enumerate(lines, 1):
-            if line.strip():
-                try:
-                    entry = json.loads(line)
-                    self.answers[entry["key"]] = entry
-                except (json.JSONDecodeError, KeyError):
-                    raise ProviderError(f"{path}:{n}: not a transcript line") from None
+        self.answers = _exchanged(Path(path)) if Path(path).is_dir() else _lines(Path(path))
 
     def complete(self, messages: list[Message], options: Options, key: str) -> Completion:
         entry = self.answers.get(key)
@@ -43,6 +37,40 @@ class Replay(Provider):
         recorded = entry.get("cost_usd")  # what the answer cost when it was recorded
         return Completion(text=entry["text"], model=entry.get("model", "replay"), usage=usage,
                           cost_usd=self.cost(usage) if recorded is None else recorded)  # fmt: skip
+
+
+def _lines(path: Path) -> dict[str, dict]:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise ProviderError(f"cannot read replay transcript {path}: {exc.strerror}") from None
+    answers: dict[str, dict] = {}
+    for n, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                entry = json.loads(line)
+                answers[entry["key"]] = entry
+            except (json.JSONDecodeError, KeyError, TypeError):
+                raise ProviderError(f"{path}:{n}: not a transcript line") from None
+    return answers
+
+
+def _exchanged(folder: Path) -> dict[str, dict]:
+    """An exchange directory's answers by key, each with the usage Exchange counted for it."""
+    answers: dict[str, dict] = {}
+    for prompt in sorted(folder.glob("*.prompt.md")):
+        answer = prompt.with_name(prompt.name.removesuffix(".prompt.md") + ".answer.md")
+        head, _, _ = prompt.read_text().partition("\n")
+        if not answer.exists() or not head.startswith(REQUEST):
+            continue
+        text = answer.read_text()
+        usage = {"input_tokens": _tokens(prompt.read_text()), "output_tokens": _tokens(text)}
+        answers[head.removeprefix(REQUEST).strip()] = {"text": text, "model": "exchange",
+                                                       "usage": usage}  # fmt: skip
+    if not answers:
+        raise ProviderError(f"replay: {folder} has no answered prompt (KEY.prompt.md and "
+                            f"KEY.answer.md, as exchange:DIR writes them)")  # fmt: skip
+    return answers
 
 
 class Exchange(Provider):
@@ -62,7 +90,7 @@ class Exchange(Provider):
         answer = self.dir / f"{safe_name(key)}.answer.md"
         if not prompt.exists():
             body = "\n\n".join(f"## {m.role}\n\n{m.content}" for m in messages)
-            prompt.write_text(f"# request {key}\n\nWrite the answer to {answer.name}.\n\n{body}\n")
+            prompt.write_text(f"{REQUEST}{key}\n\nWrite the answer to {answer.name}.\n\n{body}\n")
         if not answer.exists():
             raise AnswerPending(str(prompt))
         text = answer.read_text()

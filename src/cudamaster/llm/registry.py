@@ -14,7 +14,7 @@ KNOWN = (*SERVERS, "anthropic", "custom", *OFFLINE)
 
 def make_provider(spec: str, base_url: str | None = None, price: Price | None = None) -> Provider:
     """openai:gpt-4.1, deepseek:deepseek-chat, vllm:MODEL, ollama:MODEL, lmstudio:MODEL,
-    openrouter:MODEL, anthropic:MODEL, custom:MODEL (with --base-url), replay:FILE,
+    openrouter:MODEL, anthropic:MODEL, custom:MODEL (with --base-url), replay:FILE|DIR,
     exchange:DIR. PRICE (USD per million input, output tokens; prices.parse_price reads
     --price) replaces the price table; offline providers ignore it."""
     name, sep, model = spec.partition(":")
