@@ -76,6 +76,7 @@ def test_optimizer_end_to_end_with_a_replayed_transcript(record):
     (out / "run-layout.txt").write_text(
         "\n".join(str(p.relative_to(run)) for p in sorted(run.rglob("*")))
     )
+    shutil.copytree(run, out / "optimizer-run", dirs_exist_ok=True)  # `cudamaster report` reads it
     for task in rows:
         assert rows[task]["status"] == "done", rows[task]
         assert rows[task]["best"] == "round1-c1" and rows[task]["score"] > 1.0, rows[task]
