@@ -60,11 +60,12 @@ def _exchanged(folder: Path) -> dict[str, dict]:
     answers: dict[str, dict] = {}
     for prompt in sorted(folder.glob("*.prompt.md")):
         answer = prompt.with_name(prompt.name.removesuffix(".prompt.md") + ".answer.md")
-        head, _, _ = prompt.read_text().partition("\n")
+        asked = prompt.read_text()
+        head = asked.partition("\n")[0]
         if not answer.exists() or not head.startswith(REQUEST):
             continue
         text = answer.read_text()
-        usage = {"input_tokens": _tokens(prompt.read_text()), "output_tokens": _tokens(text)}
+        usage = {"input_tokens": _tokens(asked), "output_tokens": _tokens(text)}
         answers[head.removeprefix(REQUEST).strip()] = {"text": text, "model": "exchange",
                                                        "usage": usage}  # fmt: skip
     if not answers:
