@@ -166,3 +166,19 @@ def fake_gpu_env(tmp_path: Path) -> dict[str, str]:
 @pytest.fixture
 def fake_gpu(tmp_path):
     return fake_gpu_env(tmp_path)
+
+
+#: A real model's transcript: the exchange directory and manifest of an optimizer run whose every
+#: prompt a model answered from the prompt file alone (tests/fixtures/transcripts/README.md).
+TRANSCRIPT = Path(__file__).parent / "fixtures" / "transcripts" / "ev-chain.tar.xz"
+
+
+@pytest.fixture(scope="session")
+def real_transcript(tmp_path_factory) -> tuple[Path, dict]:
+    """The recorded run unpacked: (its exchange directory, its run.json)."""
+    import tarfile
+
+    root = tmp_path_factory.mktemp("transcript")
+    with tarfile.open(TRANSCRIPT) as tar:
+        tar.extractall(root, filter="data")
+    return root / "exchange", json.loads((root / "run.json").read_text())
