@@ -109,7 +109,7 @@ def test_bench_of_a_folder_and_load_results_give_the_same_typed_rows(fake_gpu, t
     assert status["kernel.cu"] == "misnamed" and status["gelu.cu"] == "missing"
     assert status["vector_add.cu"] in RAN
     (result,) = res["results"]
-    assert result["label"] == "vector_add.cu" and result["file"] == "vector_add.cu"
+    assert result["label"] == d.name and result["file"] == "vector_add.cu"  # the folder's label
     assert result["verdict"] == status["vector_add.cu"] and result["baseline"] is not None
     assert res["path"] == str(out) and res["impls_dir"] == str(d) and res["wall_s"] > 0
     # without a folder: the library against the baseline, seen from the library
@@ -122,14 +122,14 @@ def test_bench_of_a_folder_and_load_results_give_the_same_typed_rows(fake_gpu, t
     evaluated = next(f for f in loaded.files if f.path == "vector_add.cu")
     assert evaluated.wall_s is not None and evaluated.suites["paper"].verdict in RAN
     (back,) = loaded.results
-    assert (back.label, back.verdict, back.file) == ("vector_add.cu", result["verdict"],
+    assert (back.label, back.verdict, back.file) == (d.name, result["verdict"],
                                                      "vector_add.cu")  # fmt: skip
     assert [c.label for c in back.cases] == [c["label"] for c in result["cases"]]
     # an eval's JSON (one report_json) reads as one result
     one = tmp_path / "eval.json"
     one.write_text(json.dumps(json.loads(out.read_text())["results"][0]))
     single = api.load_results(one)
-    assert isinstance(single, api.BenchResults) and single.results[0].label == "vector_add.cu"
+    assert isinstance(single, api.BenchResults) and single.results[0].label == d.name
 
 
 def test_load_results_reads_an_optimizer_run_directory(tmp_path):
