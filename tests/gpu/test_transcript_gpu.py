@@ -5,6 +5,7 @@ model wrote it."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,8 +36,6 @@ def test_a_real_models_first_round_replays_through_the_real_evaluator(real_trans
     rows = {r["task"]: r for r in json.loads(res.stdout)["tasks"]}
     record("transcript-replay", {"rows": rows, "table": cli("results", str(run)).stdout})
     if out := os.environ.get("CUDAMASTER_TEST_OUT"):
-        import shutil
-
         shutil.copytree(run, Path(out) / "transcript-run", dirs_exist_ok=True)
     assert sorted(rows) == sorted(f"{op}-{dtype}" for op, dtype in tasks)
     for name, row in rows.items():
