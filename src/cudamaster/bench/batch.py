@@ -291,32 +291,32 @@ def run_bench(
     chosen, devices = device_targets(gpus)
     arch = next(iter(devices.values())).arch
     t_build = time.monotonic()
-    if files is None:
-        jobs = [Job(t, v, s) for t in tasks for v in variants for s in suites]
-        standard = [i for t in tasks for v in variants for i in standard_impls(t, v)]
-        with ui.compiling(len(standard)):
-            build_all(standard, arch)
-        build_s = time.monotonic() - t_build
-        return run_batch(
-            jobs,
-            chosen,
-            devices,
-            out,
-            seed=seed,
-            unseen=unseen,
-            build_s=build_s,
-            started=t_build,
-            ui=ui,
-        ), None
-    assert impls is not None
     by_name = {t.name: t for t in tasks}
-    candidates = folder.candidates(impls, files)
-    pairs = dict.fromkeys((f.operator, f.dtype) for f in files if f.path in candidates)
-    standard = [i for op, v in pairs if op and v for i in standard_impls(by_name[op], v)]
+    fields: Callable[[], dict[str, Any]] | None = None
+    on_finished: Callable[[Finished], None] | None = None
+    if files is None:  # the baseline against the library, for every task and variant asked
+        candidates: dict[str, Impl] = {}
+        pairs = [(t, v) for t in tasks for v in variants]
+    else:  # only the operators and dtypes with a file, each file beside them
+        assert impls is not None
+        rows, where = files, impls
+        candidates = folder.candidates(where, rows)
+        named_pairs = dict.fromkeys((f.operator, f.dtype) for f in rows if f.path in candidates)
+        pairs = [(by_name[op], v) for op, v in named_pairs if op and v]
+
+        def fields() -> dict[str, Any]:  # the folder's rows, in the results file at each write
+            return folder.json_fields(where, rows)
+
+        def on_finished(f: Finished) -> None:
+            folder.record(rows, f)
+
+    standard = [i for t, v in pairs for i in standard_impls(t, v)]
     with ui.compiling(len(standard) + len(candidates)):
         seconds = build_all([*standard, *candidates.values()], arch)
-        jobs = folder.jobs(files, candidates, by_name, suites, arch, seconds)
-    build_s = time.monotonic() - t_build
+        if files is None:
+            jobs = [Job(t, v, s) for t, v in pairs for s in suites]
+        else:
+            jobs = folder.jobs(files, candidates, by_name, suites, arch, seconds)
     batch = run_batch(
         jobs,
         chosen,
@@ -324,11 +324,11 @@ def run_bench(
         out,
         seed=seed,
         unseen=unseen,
-        build_s=build_s,
+        build_s=time.monotonic() - t_build,
         started=t_build,
         ui=ui,
-        fields=lambda: folder.json_fields(impls, files),
-        on_finished=lambda f: folder.record(files, f),
+        fields=fields,
+        on_finished=on_finished,
     )
     return batch, files
 
