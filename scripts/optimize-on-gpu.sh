@@ -2,8 +2,8 @@
 # The GPU half of optimizer runs driven from a machine without a GPU (docs/optimizer.md):
 #   scripts/optimize-on-gpu.sh RUN_DIR...
 # resumes each run in turn (one at a time: runs sharing a GPU would disturb each other's
-# timings), so that every candidate waiting for a GPU is screened and evaluated and every new
-# best profiled; then packs the run directories into $OUT/runs.tgz to bring back (unpack it over
+# timings), each on every GPU of the machine (a task per GPU at a time), so that every
+# candidate waiting for a GPU is screened and evaluated and every new best profiled; then packs the run directories into $OUT/runs.tgz to bring back (unpack it over
 # the working tree). Name the run directories in the device call's carry. A resume still going
 # at the deadline ($CUDAMASTER_DEADLINE_S seconds after the start, default 540) is interrupted
 # (every finished step is kept; resume it again) so that the packing always happens.
@@ -17,11 +17,14 @@ fi
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 out="${OUT:-/tmp/out}"; mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+gpus=$(nvidia-smi -L | wc -l)
+spread=(--gpus all)
+if [ "$gpus" -gt 4 ]; then spread+=(--concurrency "$gpus"); fi  # the runs' own is 4
 for run in "$@"; do
   left=$((deadline - (SECONDS - start)))
   if [ "$left" -lt 30 ]; then echo "$run: no time left"; continue; fi
   begun=$SECONDS
-  timeout -s INT -k 30 "$left" python3 -m cudamaster.cli resume "$run" 2>&1 | tail -40
+  timeout -s INT -k 30 "$left" python3 -m cudamaster.cli resume "$run" "${spread[@]}" 2>&1 | tail -40
   echo "$run: resumed in $((SECONDS - begun)) s"
 done
 tar czf "$out/runs.tgz" "$@"

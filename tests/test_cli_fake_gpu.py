@@ -83,8 +83,11 @@ def test_optimize_resume_and_results_commands_run_end_to_end(fake_gpu, tmp_path)
     manifest = json.loads((run / "run.json").read_text())
     assert manifest["model"].startswith("replay:") and manifest["options"]["rounds"] == 1
     assert "KEY" not in json.dumps(manifest).upper()
-    again = cli(fake_gpu, "resume", str(run), "--max-tokens", "500", "--price", "1.5,6")
+    again = cli(fake_gpu, "resume", str(run), "--max-tokens", "500", "--price", "1.5,6",
+                "--gpus", "all", "--concurrency", "1")  # fmt: skip
     assert again.returncode == 1 and "vector_add-fp32: failed" in again.stdout
+    said = " ".join(again.stderr.split())
+    assert "2 GPUs, but tasks run 1 at a time: `--concurrency 2` keeps every GPU busy" in said
     manifest = json.loads((run / "run.json").read_text())
     assert manifest["options"]["max_tokens"] == 500 and manifest["price"] == [1.5, 6.0]
     bad = cli(fake_gpu, "resume", str(run), "--price", "cheap")
@@ -106,3 +109,23 @@ def test_optimize_resume_and_results_commands_run_end_to_end(fake_gpu, tmp_path)
         ).returncode
         == 2
     )  # fmt: skip  (the run exists: use resume)
+
+
+def test_a_run_started_without_a_gpu_resumes_on_every_gpu_of_the_machine(fake_gpu, tmp_path):
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text("")
+    run = tmp_path / "run"
+    started = cli({**fake_gpu, "CUDA_VISIBLE_DEVICES": ""}, "optimize", "--model",
+                  f"replay:{transcript}", "--ops", "vector_add,RELU", "--dtype", "fp32",
+                  "--run", str(run))  # fmt: skip
+    assert started.returncode == 0 and started.stdout.count(": needs_gpu") == 2, started.stderr
+    bad = cli(fake_gpu, "resume", str(run), "--gpus", "0,7")
+    assert bad.returncode == 2 and "there is no GPU 7 (this host has 0, 1)" in bad.stderr
+    assert json.loads((run / "run.json").read_text())["gpus"] is None  # nothing changed
+    again = cli(fake_gpu, "resume", str(run), "--gpus", "all", "--concurrency", "2")
+    # on the stand-in GPUs no kernel runs: both baselines fail, each measured on its own GPU
+    assert again.returncode == 1 and again.stdout.count("baseline itself failed") == 2
+    manifest = json.loads((run / "run.json").read_text())
+    assert manifest["gpus"] == "all" and manifest["concurrency"] == 2
+    measured = {json.loads(f.read_text())["baseline"]["gpu"] for f in run.glob("*/evals/full-*")}
+    assert measured == {"GPU-fake-0", "GPU-fake-1"}

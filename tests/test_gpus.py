@@ -20,6 +20,11 @@ def test_gpus_option_selects_all_some_or_the_first():
         gpus.select("0,5", HOST)
     with pytest.raises(UserError, match="'all' or indices"):
         gpus.select("first", HOST)
+    # a host without GPUs still says what is wrong with the option before that it has none
+    with pytest.raises(UserError, match="'all' or indices"):
+        gpus.select("first", [])
+    with pytest.raises(UserError, match=f"^{gpus.NO_GPU}$"):
+        gpus.select("0,5", [])
 
 
 def test_every_gpu_works_but_never_two_jobs_on_one_gpu_at_once():

@@ -135,7 +135,7 @@ def test_resume_can_change_the_budgets_and_the_price(tmp_path):
     run = replayed(tmp_path, ["vector_add-fp32"], max_tokens=10)
     state = runner.execute(RunDir(run), backends=gpu())["vector_add-fp32"]
     assert state.status == "stopped" and "token budget" in state.detail
-    runner.change_budgets(RunDir(run), max_cost=None, max_tokens=1000, price=(1.0, 2.0))
+    runner.change_settings(RunDir(run), max_cost=None, max_tokens=1000, price=(1.0, 2.0))
     manifest = json.loads((run / "run.json").read_text())
     assert manifest["options"]["max_tokens"] == 1000 and manifest["price"] == [1.0, 2.0]
     state = runner.execute(RunDir(run), backends=gpu())["vector_add-fp32"]

@@ -1012,10 +1012,19 @@ def resume_cmd(
     price: Annotated[
         str | None, typer.Option(help="IN,OUT: USD per million input and output tokens.")
     ] = None,
+    gpus: Annotated[
+        str | None,
+        typer.Option(help="GPUs for the evaluations from now on: 'all' or indices like 0,2."),
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Tasks that run at once from now on.")
+    ] = None,
 ) -> None:
     """Continue a run that stopped (killed, waiting for an exchange answer or a GPU, out of
-    budget), optionally with new budgets. On a GPU machine it evaluates every pending
-    candidate of every task, then goes on until the next answers are needed.
+    budget), optionally with new budgets, GPUs or concurrency (kept for later resumes). On a
+    GPU machine it evaluates every pending candidate of every task, a task per GPU at a time
+    (`--gpus all` to use every GPU of a machine the run was not started on), then goes on
+    until the next answers are needed.
 
     Exit codes:
     0: no task failed
@@ -1026,8 +1035,9 @@ def resume_cmd(
     from .llm.prices import parse_price
 
     rd = RunDir.existing(run)
-    if max_cost is not None or max_tokens is not None or price is not None:
-        runner.change_budgets(rd, max_cost, max_tokens, parse_price(price) if price else None)
+    if any(v is not None for v in (max_cost, max_tokens, price, gpus, concurrency)):
+        runner.change_settings(rd, max_cost, max_tokens, parse_price(price) if price else None,
+                               gpus, concurrency)  # fmt: skip
     try:
         with _task_progress(len(rd.read_manifest()["tasks"])) as done:
             states = runner.execute(rd, done)

@@ -14,7 +14,7 @@ from pathlib import Path
 from .bench.build import build, cache_dir, nvcc_version
 from .bench.client import worker_env
 from .errors import UserError
-from .gpus import Gpu, nvidia_smi, pin, select
+from .gpus import NO_GPU, Gpu, nvidia_smi, pin, select
 
 log = logging.getLogger(__name__)
 PEAKS_SOURCE = Path(__file__).parent / "csrc" / "peaks.cu"
@@ -53,7 +53,7 @@ class DeviceFacts:
 
 def _smi(index: int = 0) -> dict[str, str]:
     if os.environ.get("CUDA_VISIBLE_DEVICES", "0").strip() in ("", "-1", "none", "NoDevFiles"):
-        raise UserError("no GPU found: CUDA_VISIBLE_DEVICES hides every GPU")
+        raise UserError(f"{NO_GPU}: CUDA_VISIBLE_DEVICES hides every GPU")
     fields = "name,uuid,driver_version,compute_cap,memory.total"
     lines = nvidia_smi(f"--query-gpu={fields}", "--format=csv,noheader,nounits", "-i", str(index))
     name, uuid, driver, cc, mem = (x.strip() for x in lines[0].split(","))

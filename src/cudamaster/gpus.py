@@ -24,6 +24,8 @@ from .errors import UserError
 log = logging.getLogger(__name__)
 J = TypeVar("J")
 R = TypeVar("R")
+#: how every "there is no GPU here" error begins (a run then goes on without one)
+NO_GPU = "no GPU found"
 
 
 @dataclass(frozen=True)
@@ -67,13 +69,11 @@ def pin(gpu: Gpu | None) -> Iterator[Gpu | None]:
 def nvidia_smi(*args: str) -> list[str]:
     """nvidia-smi's output lines for a query, or a one-line UserError saying why there are none."""
     if not shutil.which("nvidia-smi"):
-        raise UserError(
-            "no GPU found: nvidia-smi is not on PATH (this command needs an NVIDIA GPU)"
-        )
+        raise UserError(f"{NO_GPU}: nvidia-smi is not on PATH (this command needs an NVIDIA GPU)")
     proc = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, check=False)
     if proc.returncode != 0 or not proc.stdout.strip():
         msg = (proc.stderr or proc.stdout).strip().splitlines()
-        raise UserError(f"no GPU found: nvidia-smi says {msg[0] if msg else 'nothing'}")
+        raise UserError(f"{NO_GPU}: nvidia-smi says {msg[0] if msg else 'nothing'}")
     return proc.stdout.strip().splitlines()
 
 
@@ -86,28 +86,32 @@ def list_gpus() -> list[Gpu]:
     return gpus
 
 
+def _indices(spec: str) -> list[int] | None:
+    """The GPU indices a --gpus option names, None for 'all'; a UserError for anything else."""
+    if spec.strip() == "all":
+        return None
+    try:
+        return list(dict.fromkeys(int(part) for part in spec.split(",")))
+    except ValueError:
+        raise UserError(f"--gpus takes 'all' or indices like 0,2 (got {spec!r})") from None
+
+
 def select(spec: str | None, available: list[Gpu] | None = None) -> list[Gpu]:
     """The GPUs a --gpus option names: 'all', or indices like '0,2'; None means GPU 0."""
+    indices = _indices(spec) if spec is not None else None
     available = list_gpus() if available is None else available
     if not available:
-        raise UserError("no GPU found")
+        raise UserError(NO_GPU)
     if spec is None:
         return available[:1]
-    if spec.strip() == "all":
+    if indices is None:
         return available
     by_index = {g.index: g for g in available}
-    chosen = []
-    for part in spec.split(","):
-        try:
-            index = int(part)
-        except ValueError:
-            raise UserError(f"--gpus takes 'all' or indices like 0,2 (got {spec!r})") from None
+    for index in indices:
         if index not in by_index:
             have = ", ".join(str(i) for i in by_index)
             raise UserError(f"--gpus {spec}: there is no GPU {index} (this host has {have})")
-        if by_index[index] not in chosen:
-            chosen.append(by_index[index])
-    return chosen
+    return [by_index[i] for i in indices]
 
 
 class GpuLost(Exception):

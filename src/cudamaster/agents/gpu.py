@@ -107,7 +107,8 @@ def outcome_of(task: Task, variant: str, report: EvalReport, impl: ImplResult,
     score = scored.score if impl.correct else None
     return Outcome(verdict=impl.verdict, detail=impl.detail, flags=list(flags), score=score,
                    noise=scored.noise if score is not None else None,
-                   geomean=scored.geomean, cases=cases, resources=resources)  # fmt: skip
+                   geomean=scored.geomean, cases=cases, resources=resources,
+                   gpu=device.uuid if device is not None else "")  # fmt: skip
 
 
 def best_of(outcomes: list[Outcome]) -> Outcome:

@@ -57,6 +57,7 @@ class Outcome:
     #: full evaluation (never reported); "full": the interleaved evaluation with the baseline
     #: and the library, whose numbers are reported
     stage: str = ""
+    gpu: str = ""  # the UUID of the GPU that measured it (a run may use several)
 
     @property
     def ok(self) -> bool:

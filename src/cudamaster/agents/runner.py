@@ -66,9 +66,14 @@ def start(run_dir: Path, tasks: list[tuple[str, str]], model: str, base_url: str
     return execute(run, progress)
 
 
-def change_budgets(run: RunDir, max_cost: float | None, max_tokens: int | None,
-                   price: tuple[float, float] | None) -> None:  # fmt: skip
-    """New budgets (and price) for a run about to be resumed; None keeps what it had."""
+def change_settings(run: RunDir, max_cost: float | None = None, max_tokens: int | None = None,
+                    price: tuple[float, float] | None = None, gpus: str | None = None,
+                    concurrency: int | None = None) -> None:  # fmt: skip
+    """New budgets, price, GPUs or concurrency for a run about to be resumed; None keeps what it
+    had. GPUs are checked against this host's where it has any (a run driven from a machine
+    without a GPU may name those of the GPU machine it will be resumed on)."""
+    from ..gpus import NO_GPU, select
+
     m = run.read_manifest()
     if max_cost is not None:
         m["options"]["max_cost_usd"] = max_cost
@@ -76,6 +81,15 @@ def change_budgets(run: RunDir, max_cost: float | None, max_tokens: int | None,
         m["options"]["max_tokens"] = max_tokens
     if price is not None:
         m["price"] = list(price)
+    if gpus is not None:
+        try:  # the syntax always, the indices where this host has GPUs
+            select(gpus)
+        except UserError as exc:
+            if not str(exc).startswith(NO_GPU):
+                raise
+        m["gpus"] = gpus
+    if concurrency is not None:
+        m["concurrency"] = concurrency
     _provider(m, options_from(m["options"]))
     run.write_manifest(m)
 
@@ -84,19 +98,22 @@ def _backends(run: RunDir, m: dict[str, Any]) -> BackendFactory:
     """The GPU backends of this machine's GPUs; without a GPU, the CPU backend, on which tasks
     go as far as they can and stop at their first GPU step (status needs_gpu)."""
     from ..device import targets
-    from ..gpus import GpuPool
+    from ..gpus import NO_GPU, GpuPool
     from .gpu import GpuBackend
 
     try:
         gpus, devices = targets(m.get("gpus"))
     except UserError as exc:
-        if not str(exc).startswith("no GPU found"):
+        if not str(exc).startswith(NO_GPU):
             raise
         why = str(exc)
         log.info("%s: the run goes on until a step needs a GPU", why)
         return lambda task, variant: CpuBackend(run.root, run.task_dir(task.name, variant) /
                                                 "code", why)  # fmt: skip
     pool = GpuPool(gpus)
+    if len(gpus) > int(m.get("concurrency", 4)):
+        log.warning("%d GPUs, but tasks run %s at a time: `--concurrency %d` keeps every GPU busy",
+                    len(gpus), m.get("concurrency", 4), len(gpus))  # fmt: skip
     save_device(run.root, next(iter(devices.values())))  # what later CPU-side steps build for
 
     def factory(task: Task, variant: str) -> Backend:
