@@ -25,6 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .errors import UserError
+from .formatting import percent
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
 # tables written to a pipe or a file (CI logs, device runs) get room instead of 80 columns
@@ -1084,7 +1085,7 @@ def results_cmd(
         p = _num(r.score) + (f" ± {r.noise:.2g}" if r.noise is not None else "")
         lib = f"{_num(r.baseline_library)} -> {_num(r.library)}"
         table.add_row(r.task, r.status, r.best, p, _num(r.geomean), lib,
-                      _pct(r.sol), _pct(r.baseline_sol),
+                      percent(r.sol), percent(r.baseline_sol),
                       f"{r.class_before or '-'} -> {r.class_after or '-'}")  # fmt: skip
     console.print(table)
     search = Table(title="the search (screened: checked and timed briefly; full: the "
@@ -1117,10 +1118,6 @@ def results_cmd(
 
 def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g}"
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:.1%}"
 
 
 def _bench_on_ray(
@@ -1222,7 +1219,7 @@ def _bench_row(name: str, variant: str, suite: str, scores: dict) -> list[str]:
         total(lib),
         f"{lib.score:.3g}" if lib and lib.score else "-",
         f"{lib.geomean:.3g}" if lib and lib.geomean else "-",
-        f"{max(sols):.1%}" if sols else "-",
+        percent(max(sols)) if sols else "-",
     ]
 
 

@@ -30,6 +30,7 @@ from .bench.evaluate import Evaluator, Impl, ImplResult, prepare, standard_impls
 from .bench.unseen import label as unseen_label
 from .device import DeviceFacts, build_arch, facts
 from .errors import UserError
+from .formatting import percent
 from .profile.run import profile as run_profile
 from .report import score_impl
 from .tasks import Case, Task, discover, get_task
@@ -199,7 +200,7 @@ class Evaluation(Answer):
             lines += ["compiler output (its last lines):", self.compile_log]
         if self.score is not None:
             lib = f"; the library: P = {self.library_score:.3f}" if self.library_score else ""
-            sol = f"; speed of light {self.sol:.1%} on the heaviest case" if self.sol else ""
+            sol = f"; speed of light {percent(self.sol)} on the heaviest case" if self.sol else ""
             lines.append(score_line(self._outcome()) + lib + sol)
         if self.cases:
             lines += ["", case_table(self._outcome())]

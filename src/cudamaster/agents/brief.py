@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ..bench.build import BASE_FLAGS
 from ..device import DeviceFacts
 from ..dtypes import concrete
+from ..formatting import percent, ratio
 from ..tasks import Task
 from .history import Candidate
 from .outcome import CaseOutcome, Outcome
@@ -47,14 +48,6 @@ def fmt_time(ms: float | None) -> str:
     if ms is None:
         return "-"
     return f"{ms * 1e3:.3g} us" if ms < 1 else f"{ms:.4g} ms"
-
-
-def _x(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f}x"
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v:.1%}"
 
 
 def tolerance(task: Task, variant: str) -> str:
@@ -173,7 +166,7 @@ def case_table(outcome: Outcome) -> str:
         rows.append(
             f"| {c.index}: {c.label} | {c.weight:.1%} | {_si(c.bytes, 'B')} | "
             f"{_si(c.flops, 'FLOP')} | {t}{spread} | {fmt_time(c.baseline_ms)} | "
-            f"{_x(c.vs_baseline)} | {_x(c.vs_library)} | {_pct(c.sol)} |"
+            f"{ratio(c.vs_baseline)} | {ratio(c.vs_library)} | {percent(c.sol)} |"
         )
     return "\n".join(rows)
 
@@ -209,7 +202,7 @@ def parents(versions: list[Version]) -> str:
     """The beam's other members, each with its score, per-case speedups and source."""
     out = []
     for v in versions:
-        speeds = ", ".join(_x(c.vs_baseline) for c in v.outcome.cases)
+        speeds = ", ".join(ratio(c.vs_baseline) for c in v.outcome.cases)
         stage = "screening only" if v.outcome.stage == "screen" else "full evaluation"
         out.append(f"### {v.label} (build flags `{' '.join(v.flags)}`): {score_line(v.outcome)} "
                    f"({stage}); speedup per case: {speeds}\n```cuda\n{v.source}```")  # fmt: skip

@@ -29,6 +29,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..errors import UserError
+from ..formatting import percent
 from ..report import CaseScore, ImplScore, score_impl
 from ..tasks import Task, discover
 from .build import BuildError, build
@@ -389,7 +390,7 @@ def files_table(folder: Path, files: list[ImplFile], width: int = 100) -> Table:
                 _num(s.score, s.noise) if s else "-",
                 _num(s.library_score, s.library_noise) if s else "-",
                 _num(s.geomean) if s else "-",
-                f"{s.sol:.1%}" if s and s.sol is not None else "-",
+                percent(s.sol) if s else "-",
                 wall if k == 0 else "",
                 cut(detail),
             )
