@@ -180,6 +180,10 @@ def test_a_run_without_a_gpu_waits_for_one_and_says_where_to_resume(tmp_path):
     assert res.returncode == 0, res.stderr
     (row,) = json.loads(res.stdout)["tasks"]
     assert row["status"] == "needs_gpu" and row["candidates"] == 0
+    # what the task waits for, said under the tables as in the JSON
+    assert row["detail"].startswith("1 evaluation(s) to run (no GPU found")
+    said = cli("results", str(run), COLUMNS="300").stdout
+    assert f"vector_add-fp32: needs_gpu: {row['detail']}" in said
 
 
 def test_each_operator_may_name_its_own_dtype(tmp_path):

@@ -1109,6 +1109,9 @@ def results_cmd(
     for row in res.success(rows):
         succ.add_row(str(row["tau"]), f"{row['solved']}/{row['total']}", f"{row['rate']:.0%}")
     console.print(succ)
+    for r in rows:
+        if r.status != "done" and r.detail:
+            console.print(f"{r.task}: {r.status}: {r.detail}", markup=False, highlight=False)
     for rd in dirs:
         m = rd.read_manifest()
         if m.get("reason"):

@@ -45,6 +45,7 @@ class TaskResult:
     full: int = 0  # ... and a full evaluation
     debug_calls: int = 0
     gpu_s: float = 0.0  # wall time of its GPU sessions (screening, full evaluations, profiles)
+    detail: str = ""  # what a task not done waits for, or why it stopped or failed
 
     @property
     def scored(self) -> Scored | None:
@@ -120,6 +121,7 @@ def results(run_dir: Path) -> list[TaskResult]:
             screened=sum(c.stage in ("screen", "full") for c in hist),
             full=sum(c.stage == "full" for c in hist),
             debug_calls=sum("/debug" in r["key"] for r in rows), gpu_s=gpu.get(tdir.name, 0.0),
+            detail=state.detail,
         ))  # fmt: skip
     return out
 
