@@ -21,7 +21,7 @@ import pytest
 
 from cudamaster.bench.score import Scored, success_table
 from cudamaster.htmlreport import render
-from cudamaster.reportfigures import success_figure, tau_points
+from cudamaster.reportfigures import figures, success_figure, tau_points
 from cudamaster.resultset import ImplEntry, ResultSet, TaskEntry, TaskKey, load
 from results_fixtures import bench_file, bench_result, run_dir
 
@@ -242,6 +242,13 @@ def test_the_success_curve_steps_where_p_minus_noise_crosses_tau():
     marked = {x: y for x, y, size in zip(trace["x"], trace["y"], trace["marker"]["size"],
                                          strict=True) if size}  # fmt: skip
     assert marked == paper  # the paper's points are the success table's
+
+
+def test_p_is_drawn_on_a_log_scale_where_it_spans_orders_of_magnitude(inputs):
+    # one task at 300x and another at 1.4x after a round must both stay readable
+    figs = figures([load(path) for path in inputs])
+    assert figs["scores"]["layout"]["yaxis"]["type"] == "log"
+    assert figs["trajectory"]["layout"]["yaxis"]["type"] == "log"
 
 
 def test_two_inputs_get_the_comparison_table(inputs):

@@ -14,6 +14,7 @@ from .bench.score import TAUS, success_table
 from .compare import compare, totals_line
 from .errors import UserError
 from .extras import install_line
+from .formatting import percent
 from .reportfigures import figures, series, successes
 from .resultset import ResultSet
 
@@ -65,7 +66,7 @@ def scores_table(sets: list[ResultSet]) -> str:
                             _cell(_num(e.score), e.score),
                             _cell(_num(e.noise, ".2g"), e.noise),
                             _cell(_num(vs_lib), vs_lib),
-                            _cell(_num(e.sol, ".1%"), e.sol),
+                            _cell(percent(e.sol), e.sol),
                             _cell(e.detail),
                         ]
                     )

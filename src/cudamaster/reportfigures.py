@@ -168,9 +168,11 @@ def trajectory_figure(sets: list[ResultSet]) -> dict[str, Any] | None:
     if not data:
         return None
     layout = {
-        "title": {"text": "The optimizer's best P after each round (round 0: the baseline)"},
+        "title": {
+            "text": "The optimizer's best P after each round (round 0: the baseline; log scale)"
+        },
         "xaxis": {"title": {"text": "round"}, "dtick": 1},
-        "yaxis": {"title": {"text": "best P"}},
+        "yaxis": {"type": "log", "title": {"text": "best P"}},
     }
     return {"data": data, "layout": layout}
 
