@@ -57,6 +57,16 @@ def test_escapes_by_address_pass_the_static_checks(fixture):
     assert report.ok, report.forbidden
 
 
+@needs_nvcc
+def test_code_built_on_cub_and_thrust_passes_the_static_checks():
+    # the rules allow CCCL: MSE_loss's library source (CUB's TransformReduce, Thrust iterators)
+    # as a candidate; CUB's NVTX ranges would bring in dlopen and dlsym, which every build turns off
+    source = Path(__file__).parents[1] / "tasks" / "MSE_loss" / "library.cu"
+    assert check_library(build(source, ARCH).library).ok
+    with_nvtx = check_library(build(source, ARCH, (), ("-UCCCL_DISABLE_NVTX",)).library)
+    assert [f.split(" (")[0] for f in with_nvtx.forbidden] == ["calls dlopen", "calls dlsym"]
+
+
 def test_nvcc_gets_an_environment_without_secrets(tmp_path, monkeypatch):
     fake = tmp_path / "nvcc"
     seen = tmp_path / "env.txt"
