@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cudamaster.bench.build import BuildError, build, parse_ptxas
+from cudamaster.bench.build import BuildError, arch_flags, build, parse_ptxas
 from cudamaster.bench.evaluate import Impl, ImplResult, prepare
 from cudamaster.bench.symbols import check_library, defines_symbol
 from cudamaster.tasks import discover
@@ -104,6 +104,29 @@ def test_exported_symbols_are_read_once_per_library_file(tmp_path, monkeypatch):
     os.utime(library, ns=(1, 1))
     assert defines_symbol(library, "relu") and not defines_symbol(library, "vector_add")
     assert len(runs) == 2
+
+
+HOPPER_ONLY = """
+__global__ void k(float* y) {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\\n");
+    asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");
+    y[threadIdx.x] = 1.0f;
+}
+extern "C" void run(float* y) { k<<<1, 128>>>(y); }
+"""
+
+
+def test_code_using_hopper_only_instructions_builds_for_the_promised_sm_90a(tmp_path):
+    # the prompts promise wgmma and setmaxnreg; nvcc 13's -arch=sm_90a would also compile the
+    # file for generic compute_90 PTX, which rejects both
+    src = tmp_path / "hopper.cu"
+    src.write_text(HOPPER_ONLY)
+    built = build(src, "sm_90a")
+    assert (
+        "-arch=sm_90a" not in built.flags
+        and "arch=compute_90a,code=[sm_90a,compute_90a]" in built.flags
+    )
+    assert arch_flags("sm_80") == ("-arch=sm_80",)
 
 
 def test_compile_error_carries_the_compilers_message():

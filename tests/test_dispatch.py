@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from cudamaster.agents.dispatch import Dispatch, MergeError, choose, merge
+from cudamaster.bench.build import arch_flags
 
 SIGNATURE = "void vector_add(const float* A, const float* B, float* C, int N)"
 SIZES = [{"N": 1024}, {"N": 4096}, {"N": 65536}, {"N": 262144}]
@@ -89,7 +90,7 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc
 def nvcc(tmp_path, files: dict[str, str], *flags: str) -> subprocess.CompletedProcess[str]:
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    cmd = ["nvcc", "-O3", "-std=c++17", "-arch=sm_90a", *flags, *files]
+    cmd = ["nvcc", "-O3", "-std=c++17", *arch_flags("sm_90a"), *flags, *files]
     return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
 
 

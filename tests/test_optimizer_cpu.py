@@ -117,7 +117,7 @@ def test_the_coder_gets_the_tolerance_semantics_compute_capability_and_exact_bui
     text = prompt(provider, "round1/c1/coder")
     assert "rtol = " in text and "Compute capability 90" in text
     assert ("nvcc -O3 -Xcompiler -fPIC -shared -cudart shared -Xptxas -v -DCCCL_DISABLE_NVTX "
-            "-arch=sm_90a -o") in text  # fmt: skip
+            "-gencode arch=compute_90a,code=[sm_90a,compute_90a] -o") in text  # fmt: skip
     assert "Every build targets sm_90a" in text and "wgmma" in text  # Hopper's own, said
     assert "fastest correct build is kept" in text and "75.07% of P" in text
     baseline = get_task("vector_add").source("baseline", "fp32").read_text()
@@ -138,7 +138,7 @@ def test_the_debugger_gets_plan_flags_baseline_compile_log_every_failure_and_san
     compile_fix = prompt(provider, "round1/c1/debug1")
     assert "It failed: compile_error" in compile_fix and "1 error detected" in compile_fix
     assert "Optimizations:\n1. Unroll." in compile_fix  # the plan
-    assert "-arch=sm_90a" in compile_fix  # the build
+    assert "code=[sm_90a,compute_90a]" in compile_fix  # the build
     baseline = get_task("vector_add").source("baseline", "fp32").read_text()
     assert baseline in compile_fix
     wrong_fix = prompt(provider, "round1/c1/debug2")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..bench.build import BASE_FLAGS
+from ..bench.build import BASE_FLAGS, arch_flags
 from ..device import DeviceFacts
 from ..dtypes import concrete
 from ..formatting import percent, ratio
@@ -116,7 +116,7 @@ TIMED = (
 def build_command(device: DeviceFacts, flags: tuple[str, ...] | list[str]) -> str:
     """The nvcc command line of a build with ``flags`` (as the evaluator runs it)."""
     extra = [f for f in flags if f != "-O3"]
-    return " ".join(["nvcc", *BASE_FLAGS, f"-arch={device.arch}", *extra,
+    return " ".join(["nvcc", *BASE_FLAGS, *arch_flags(device.arch), *extra,
                      "-o impl.so impl.cu"])  # fmt: skip
 
 

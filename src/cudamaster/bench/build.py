@@ -248,6 +248,17 @@ def _first_error(log_text: str) -> str:
     return lines[-1] if lines else "nvcc failed with no message"
 
 
+def arch_flags(arch: str) -> tuple[str, ...]:
+    """nvcc's target flags for ``arch``. An arch-specific target ("sm_90a") gets its machine
+    code and its own PTX only: nvcc 13's ``-arch=sm_90a`` also compiles the source for generic
+    compute_90 PTX, which rejects wgmma and setmaxnreg, so code written for the target the
+    prompts promise would not build."""
+    if arch.startswith("sm_") and arch.endswith("a"):
+        virtual = "compute_" + arch.removeprefix("sm_")
+        return ("-gencode", f"arch={virtual},code=[{arch},{virtual}]")
+    return (f"-arch={arch}",)
+
+
 def build(
     source: Path,
     arch: str,
@@ -264,7 +275,7 @@ def build(
     include_dirs = vendor_include_dirs()  # headers only; linking is checked
     includes = [f"-I{d}" for d in include_dirs]
     base = [f for f in BASE_FLAGS if not (compile_only and f == "-shared")]
-    flags = [*base, f"-arch={arch}", *extra_flags, *includes, *(["-c"] if compile_only else [])]
+    flags = [*base, *arch_flags(arch), *extra_flags, *includes, *(["-c"] if compile_only else [])]
     link = [] if compile_only else _link_flags(links)
     # keyed on what the include folders hold, not on where they are: checkouts share builds
     keyed = [f for f in flags if f not in includes] + [headers_digest(d) for d in include_dirs]
