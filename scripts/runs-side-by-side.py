@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cudamaster.formatting import percent
+
 
 def results(run: str) -> dict:
     proc = subprocess.run([sys.executable, "-m", "cudamaster.cli", "results", run, "--json"],
@@ -23,15 +25,11 @@ def num(x: float | None, fmt: str = ".3g") -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
 def row(name: str, t: dict) -> str:
     p = num(t["score"]) + ("" if t["noise"] is None else f" ± {num(t['noise'], '.2g')}")
     trajectory = " → ".join(num(x) for x in t["trajectory"])
     cells = [name, t["status"], p, num(t["geomean"]),
-             f"{pct(t['baseline_sol'])} → {pct(t['sol'])}",
+             f"{percent(t['baseline_sol'])} → {percent(t['sol'])}",
              f"{num(t['baseline_library'])} → {num(t['library'])}", trajectory,
              f"{t['candidates']} ({t['screened']} / {t['full']})", str(t["merges"]),
              str(t["debug_calls"]), str(t["tokens"]), num(t["gpu_s"], ".0f")]  # fmt: skip
