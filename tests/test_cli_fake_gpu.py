@@ -83,11 +83,16 @@ def test_optimize_resume_and_results_commands_run_end_to_end(fake_gpu, tmp_path)
     manifest = json.loads((run / "run.json").read_text())
     assert manifest["model"].startswith("replay:") and manifest["options"]["rounds"] == 1
     assert "KEY" not in json.dumps(manifest).upper()
+    device = json.loads((run / "device.json").read_text())
+    assert device["name"] == "Fake GPU"
+    device["name"] = "Other GPU"  # as though its first rounds had run on another model
+    (run / "device.json").write_text(json.dumps(device))
     again = cli(fake_gpu, "resume", str(run), "--max-tokens", "500", "--price", "1.5,6",
                 "--gpus", "all", "--concurrency", "1")  # fmt: skip
     assert again.returncode == 1 and "vector_add-fp32: failed" in again.stdout
     said = " ".join(again.stderr.split())
     assert "2 GPUs, but tasks run 1 at a time: `--concurrency 2` keeps every GPU busy" in said
+    assert "measured on Other GPU until now, from here on on Fake GPU" in said
     manifest = json.loads((run / "run.json").read_text())
     assert manifest["options"]["max_tokens"] == 500 and manifest["price"] == [1.5, 6.0]
     bad = cli(fake_gpu, "resume", str(run), "--price", "cheap")
@@ -96,6 +101,8 @@ def test_optimize_resume_and_results_commands_run_end_to_end(fake_gpu, tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
     rows = json.loads(res.stdout)
     assert rows["tasks"][0]["status"] == "failed" and rows["success"][0]["solved"] == 0
+    shown = " ".join(cli(fake_gpu, "results", str(run)).stdout.split())
+    assert "measured on Other GPU, then Fake GPU (each choice compares numbers" in shown
     assert (
         cli(
             fake_gpu,

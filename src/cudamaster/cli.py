@@ -1114,6 +1114,10 @@ def results_cmd(
             console.print(f"{r.task}: {r.status}: {r.detail}", markup=False, highlight=False)
     for rd in dirs:
         m = rd.read_manifest()
+        if len(m.get("gpus_seen", [])) > 1:
+            console.print(f"{rd.root}: measured on {', then '.join(m['gpus_seen'])} (each choice "
+                          "compares numbers of one session; its best P per round spans these "
+                          "GPUs)", markup=False, highlight=False)  # fmt: skip
         if m.get("reason"):
             console.print(f"{rd.root}: {m.get('status')}: {m['reason']} (`cudamaster resume "
                           f"{rd.root}` continues it)", markup=False, highlight=False)  # fmt: skip

@@ -79,10 +79,13 @@ def compile_check(path: Path, arch: str, flags: tuple[str, ...]) -> Outcome | No
     return None
 
 
-def save_device(run_root: Path, device: DeviceFacts) -> None:
+def save_device(run_root: Path, device: DeviceFacts) -> str | None:
+    """Record the GPU the run now uses; returns the model it replaces, where it is another."""
+    before = load_device(run_root)
     path = run_root / DEVICE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(asdict(device), indent=1))
+    return before.name if before is not None and before.name != device.name else None
 
 
 def load_device(run_root: Path) -> DeviceFacts | None:

@@ -114,7 +114,14 @@ def _backends(run: RunDir, m: dict[str, Any]) -> BackendFactory:
     if len(gpus) > int(m.get("concurrency", 4)):
         log.warning("%d GPUs, but tasks run %s at a time: `--concurrency %d` keeps every GPU busy",
                     len(gpus), m.get("concurrency", 4), len(gpus))  # fmt: skip
-    save_device(run.root, next(iter(devices.values())))  # what later CPU-side steps build for
+    device = next(iter(devices.values()))
+    previous = save_device(run.root, device)  # what later CPU-side steps build for
+    if previous is not None:
+        log.warning("%s was measured on %s until now, from here on on %s: each choice still "
+                    "compares numbers of one session, but its best P per round spans both GPUs",
+                    run.root, previous, device.name)  # fmt: skip
+        m["gpus_seen"] = [*m.get("gpus_seen", [previous]), device.name]
+        run.write_manifest(m)
 
     def factory(task: Task, variant: str) -> Backend:
         code = run.task_dir(task.name, variant) / "code"
