@@ -9,7 +9,6 @@ geometric mean of B/A; JSON_OUT, if given, gets every outcome."""
 from __future__ import annotations
 
 import json
-import math
 import sys
 import tempfile
 from pathlib import Path
@@ -19,7 +18,8 @@ from cudamaster.agents.gpu import GpuBackend
 from cudamaster.agents.outcome import Outcome
 from cudamaster.agents.results import library_score
 from cudamaster.agents.rundir import RunDir
-from cudamaster.agents.state import TaskState, Version
+from cudamaster.agents.state import Version
+from cudamaster.bench.score import geometric_mean
 from cudamaster.device import targets
 from cudamaster.gpus import GpuPool
 from cudamaster.tasks import get_task
@@ -29,8 +29,7 @@ def bests(run_dir: str) -> dict[tuple[str, str], Version]:
     run = RunDir.existing(Path(run_dir))
     out = {}
     for op, variant in run.read_manifest()["tasks"]:
-        saved = run.load_json(run.task_dir(op, variant), "state.json")
-        state = TaskState.from_dict(saved) if saved else TaskState()
+        state = run.load_state(run.task_dir(op, variant))
         if state.best is not None:
             out[(op, variant)] = state.best
     return out
@@ -43,8 +42,7 @@ def p(o: Outcome) -> str:
 
 
 def main(a: str, b: str, json_out: str | None) -> None:
-    runs = {Path(a).name: bests(a), Path(b).name: bests(b)}
-    (na, ba), (nb, bb) = runs.items()
+    (na, ba), (nb, bb) = (Path(a).name, bests(a)), (Path(b).name, bests(b))
     suite = RunDir.existing(Path(a)).read_manifest()["suite"]
     gpus, devices = targets(None)
     pool = GpuPool(gpus)
@@ -75,8 +73,10 @@ def main(a: str, b: str, json_out: str | None) -> None:
                   f"{'-' if ratio is None else f'{ratio:.3f}'} |")  # fmt: skip
             dump[f"{op}-{variant}"] = {na: oa.to_dict(), nb: ob.to_dict(), "ratio": ratio}
     if ratios:
-        geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-        print(f"\ngeometric mean of {nb} / {na} over {len(ratios)} tasks: {geo:.3f}")
+        print(
+            f"\ngeometric mean of {nb} / {na} over {len(ratios)} tasks: "
+            f"{geometric_mean(ratios):.3f}"
+        )
     if json_out:
         Path(json_out).write_text(json.dumps(dump, indent=1))
 

@@ -89,5 +89,5 @@ def run_dir(path: Path, tasks: dict[str, list[float]], library: float = 2.0) -> 
                           best_candidate={"score": best.outcome.score,
                                           "noise": best.outcome.noise, "full": True},
                           trajectory=trajectory, stop_reason="rounds")  # fmt: skip
-        run.save_json(run.task_dir(op, variant), "state.json", asdict(state))
+        run.save_state(run.task_dir(op, variant), state)
     return path

@@ -172,14 +172,12 @@ def _load_run(path: Path) -> ResultSet:
 
 def _read_run(run: RunDir, path: Path) -> ResultSet:
     from .agents import results as res
-    from .agents.state import TaskState
 
     manifest = run.read_manifest()
     suite = str(manifest.get("suite") or "paper")
     tasks = []
     for (op, variant), row in zip(manifest["tasks"], res.results(path), strict=True):
-        saved = run.load_json(run.task_dir(op, variant), "state.json")
-        base = (TaskState.from_dict(saved) if saved else TaskState()).baseline
+        base = run.load_state(run.task_dir(op, variant)).baseline
         impls = []
         if base is not None:
             out = base.outcome

@@ -209,12 +209,11 @@ class Optimizer:
         return view
 
     def _save(self, state: TaskState) -> None:
-        self.run.save_json(self.dir, "state.json", asdict(state))
+        self.run.save_state(self.dir, state)
 
     # -- the loop ---------------------------------------------------------------------------
     def run_task(self) -> TaskState:
-        saved = self.run.load_json(self.dir, "state.json")
-        state = TaskState.from_dict(saved) if saved else TaskState()
+        state = self.run.load_state(self.dir)
         if state.status == Status.DONE:
             return state
         self._state = state

@@ -14,7 +14,6 @@ from ..bench.score import Scored, success_table
 from ..errors import UserError
 from .outcome import Outcome
 from .rundir import RunDir, code_hash
-from .state import TaskState
 
 
 @dataclass
@@ -96,8 +95,7 @@ def results(run_dir: Path) -> list[TaskResult]:
     out = []
     for op, variant in m["tasks"]:
         tdir = run.task_dir(op, variant)
-        saved = run.load_json(tdir, "state.json")
-        state = TaskState.from_dict(saved) if saved else TaskState()
+        state = run.load_state(tdir)
         rows = [r for r in ledger if r["task"] == tdir.name]
         best, base, cand = state.best, state.baseline, state.best_candidate or {}
         hist = state.history

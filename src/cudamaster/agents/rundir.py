@@ -20,8 +20,10 @@ from typing import Any
 from ..errors import UserError
 from ..llm.base import Completion
 from ..llm.offline import safe_name as safe
+from .state import TaskState
 
 _lock = threading.Lock()
+STATE_FILE = "state.json"  # in each task's directory
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -161,6 +163,14 @@ class RunDir:
     def load_json(self, task_dir: Path, rel: str) -> Any | None:
         path = task_dir / rel
         return json.loads(path.read_text()) if path.exists() else None
+
+    def load_state(self, task_dir: Path) -> TaskState:
+        """The task's saved state; a fresh one where it has none yet."""
+        saved = self.load_json(task_dir, STATE_FILE)
+        return TaskState.from_dict(saved) if saved else TaskState()
+
+    def save_state(self, task_dir: Path, state: TaskState) -> None:
+        self.save_json(task_dir, STATE_FILE, asdict(state))
 
 
 def code_hash(source: str, flags: tuple[str, ...]) -> str:

@@ -156,12 +156,11 @@ def execute(run: RunDir, progress: Callable[[str, TaskState], None] | None = Non
             tdir = run.task_dir(pair[0], pair[1])
             tdir.mkdir(parents=True, exist_ok=True)
             (tdir / "error.log").write_text(traceback.format_exc())
-            saved = run.load_json(tdir, "state.json")
-            state = TaskState.from_dict(saved) if saved else TaskState()
+            state = run.load_state(tdir)
             first = str(exc).splitlines()[0] if str(exc) else ""
             state.status = Status.FAILED
             state.detail = f"{type(exc).__name__}: {first} (see {tdir / 'error.log'})"
-            run.save_json(tdir, "state.json", asdict(state))
+            run.save_state(tdir, state)
         if progress:
             progress(name, state)
         return name, state
@@ -205,7 +204,7 @@ def hand_over(run: RunDir, pairs: list[list[str]], states: dict[str, TaskState],
         state.extra_rounds += 1
         state.status, state.detail, state.stop_reason = Status.RUNNING, "", Stop.NONE
         op, variant = next(p for p in pairs if "-".join(p) == name)
-        run.save_json(run.task_dir(op, variant), "state.json", asdict(state))
+        run.save_state(run.task_dir(op, variant), state)
     return granted
 
 
@@ -242,10 +241,9 @@ def _interrupted(run: RunDir, m: dict[str, Any], reason: str) -> None:
     _set_status(run, "interrupted", reason)
     for op, variant in m["tasks"]:
         tdir = run.task_dir(op, variant)
-        saved = run.load_json(tdir, "state.json")
-        state = TaskState.from_dict(saved) if saved else TaskState()
+        state = run.load_state(tdir)
         if state.status in (Status.RUNNING, Status.INTERRUPTED):
             state.status = Status.INTERRUPTED
             when = "began" if state.baseline is None else "went on"
             state.detail = f"the run stopped before this task {when}: {reason}"
-            run.save_json(tdir, "state.json", asdict(state))
+            run.save_state(tdir, state)
