@@ -15,13 +15,16 @@ A file from dispatch.merge runs each case at the speed of the path its rule pick
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from pathlib import Path
 
 from conftest import DEVICE_EXTRAS
+from cudamaster.agents import runner
 from cudamaster.agents.backend import CpuBackend, Submission, compile_check
 from cudamaster.agents.outcome import CaseOutcome, FlagTrial, Outcome, ProfileView
+from cudamaster.agents.rundir import RunDir
 from cudamaster.device import DeviceFacts
 from cudamaster.llm.base import AnswerPending, Completion, Provider, Usage
 
@@ -239,3 +242,22 @@ class FakeCpu(CpuBackend):
 
     def compile(self, sub: Submission) -> Outcome | None:
         return self.fake.compile(sub)
+
+
+def finished_run(folder: Path, name: str, markers: dict[str, str], suite: str = "paper") -> Path:
+    """A one-round run, made by the runner with a replayed model and the fake backend, whose
+    candidate for each task ("RELU-fp32") carries that task's marker ("P 2.0")."""
+    root = folder / name
+    transcript = folder / f"{name}.jsonl"
+    with transcript.open("w") as f:
+        for t, marker in markers.items():
+            code = f"```cuda\n// {marker}\n{ENTRY.replace('vector_add', t.rsplit('-', 1)[0])}\n```"
+            for step, text in (("planner", "Optimizations:\n1. vectorise"), ("c1/coder", code)):
+                f.write(json.dumps({"key": f"{t}/round1/{step}", "text": text}) + "\n")
+    RunDir(root).write_manifest({
+        "model": f"replay:{transcript}", "base_url": None, "suite": suite, "concurrency": 2,
+        "tasks": [t.rsplit("-", 1) for t in markers],
+        "options": {"rounds": 1, "candidates": 1, "profile": "filtered"},
+    })  # fmt: skip
+    runner.execute(RunDir(root), backends=lambda task, variant: FakeBackend())
+    return root

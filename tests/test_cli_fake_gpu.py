@@ -136,3 +136,29 @@ def test_a_run_started_without_a_gpu_resumes_on_every_gpu_of_the_machine(fake_gp
     assert manifest["gpus"] == "all" and manifest["concurrency"] == 2
     measured = {json.loads(f.read_text())["baseline"]["gpu"] for f in run.glob("*/evals/full-*")}
     assert measured == {"GPU-fake-0", "GPU-fake-1"}
+
+
+def test_compare_measure_times_both_runs_bests_on_this_gpu(fake_gpu, tmp_path):
+    from optimizer_fakes import finished_run
+
+    a = finished_run(tmp_path, "a", {"vector_add-fp32": "P 2.0"})
+    b = finished_run(tmp_path, "b", {"vector_add-fp32": "P 3.0"})
+    proc = cli(fake_gpu, "compare", str(a), str(b), "--measure", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(proc.stdout)
+    (measured,) = data["measured"]
+    # on the stand-in GPU no kernel runs: the fresh session finds both bests wrong, whatever
+    # the runs themselves had said (P 2 and 3)
+    assert measured["a"]["verdict"] == measured["b"]["verdict"] == "wrong_on_unseen"
+    assert measured["a"]["gpu"] == "GPU-fake-0" and measured["a"]["stage"] == "full"
+    (row,) = data["rows"]
+    assert row["a"] is None and row["status"].startswith("no P in A (wrong_on_unseen)")
+    assert data["a_device"] == data["b_device"] == "Fake GPU"
+    shown = cli(fake_gpu, "compare", str(a), str(b), "--measure")
+    assert shown.returncode == 0 and "measured now on Fake GPU" in shown.stdout
+    assert "vector_add fp32 paper: A's round1-c1 wrong_on_unseen" in shown.stderr
+    bench = tmp_path / "bench.json"
+    bench.write_text("{}")
+    bad = cli(fake_gpu, "compare", str(a), str(bench), "--measure")
+    assert bad.returncode == 2 and "give two run directories" in bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -1255,6 +1255,14 @@ RESULTS_HELP = "bench JSON (also from bench --impls) or an optimizer run directo
 def compare_cmd(
     a: Annotated[Path, typer.Argument(help=f"A: {RESULTS_HELP}")],
     b: Annotated[Path, typer.Argument(help=f"B: {RESULTS_HELP}")],
+    measure: Annotated[
+        bool,
+        typer.Option(
+            "--measure",
+            help="A and B are optimizer runs: time both runs' best kernels again on "
+            "this GPU, in one session per task, instead of comparing the runs' own numbers.",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Two runs side by side: per task, B's P over A's, beyond the noise of both or within
@@ -1262,15 +1270,54 @@ def compare_cmd(
     from .compare import compare, table, totals_line
     from .resultset import load
 
-    result = compare(load(a), load(b))
+    measured: list = []
+    if measure:
+        result, measured = _measured(a, b, as_json)
+    else:
+        result = compare(load(a), load(b))
     if as_json:
-        print(json.dumps(asdict(result), indent=1))
+        data = asdict(result)
+        if measure:
+            data["measured"] = [asdict(m) for m in measured]
+        print(json.dumps(data, indent=1))
         return
     console.print(table(result))
     console.print(totals_line(result.totals), markup=False, highlight=False)
-    if result.other_gpus:
+    if measure:
+        console.print(f"measured now on {result.a_device}, one session per task: each B/A "
+                      "compares two kernels timed side by side", markup=False)  # fmt: skip
+    elif result.other_gpus:
         console.print(f"note: A ran on {result.a_device}, B on {result.b_device}: the ratios "
                       "compare the GPUs as much as the kernels", markup=False)  # fmt: skip
+
+
+def _measured(a: Path, b: Path, quiet: bool) -> tuple[Any, list]:
+    """compare --measure: both runs' bests evaluated on this machine's GPU, a task at a time."""
+    from .agents.gpu import GpuBackend
+    from .agents.remeasure import Remeasured, remeasure
+    from .device import targets
+    from .gpus import GpuPool
+
+    for path in (a, b):
+        if path.is_file():
+            raise UserError(f"{path} is a file: compare --measure times optimizer runs' kernels, "
+                            "so give two run directories")  # fmt: skip
+    gpus, devices = targets(None)
+    pool = GpuPool(gpus)
+
+    def said(m: Remeasured) -> None:
+        if not quiet:
+            err_console.print(m.line(), markup=False, highlight=False)
+
+    with tempfile.TemporaryDirectory(prefix="cudamaster-measure-") as tmp:
+        return remeasure(
+            a,
+            b,
+            lambda task, variant, suite: GpuBackend(
+                task, variant, suite, pool, devices, Path(tmp) / f"{task.name}-{variant}"
+            ),
+            said,
+        )
 
 
 @app.command("report")

@@ -131,7 +131,8 @@ def _totals(rows: list[Row]) -> Totals:
     )
 
 
-def _p(x: float | None, u: float | None) -> str:
+def with_noise(x: float | None, u: float | None) -> str:
+    """A value with its noise, "1.09 ± 0.068"; "-" for none."""
     if x is None:
         return "-"
     return f"{x:.3g}" if u is None else f"{x:.3g} ± {u:.2g}"
@@ -152,9 +153,9 @@ def table(c: Comparison) -> Table:
             r.dtype,
             r.suite,
             r.impl,
-            _p(r.a, r.a_noise),
-            _p(r.b, r.b_noise),
-            _p(r.ratio, r.ratio_u),
+            with_noise(r.a, r.a_noise),
+            with_noise(r.b, r.b_noise),
+            with_noise(r.ratio, r.ratio_u),
             status,
         )
     return t
