@@ -93,4 +93,12 @@ def test_optimizer_end_to_end_with_a_replayed_transcript(record):
     assert "launch + synchronize floor" in planner and "% of P" in planner
     assert "expected" in debugger and "compute-sanitizer --tool racecheck" in debugger
     assert "The baseline (slow but correct" in debugger
+    # the run against itself, timed again: each best twice in one session, an A/A test
+    again = cli("compare", str(run), str(run), "--measure", "--json")
+    assert again.returncode == 0, again.stderr[-2000:]
+    aa = json.loads(again.stdout)
+    record("optimizer-compare-measure", aa["rows"])
+    assert [r["impl"] for r in aa["rows"]] == ["round1-c1"] * 3
+    assert all(m["a"]["stage"] == m["b"]["stage"] == "full" for m in aa["measured"])
+    assert all(r["status"] == "within noise" and r["ratio"] > 0 for r in aa["rows"]), aa["rows"]
     shutil.rmtree(work, ignore_errors=True)
