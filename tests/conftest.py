@@ -9,6 +9,8 @@ import json
 import os
 import shutil
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,6 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-@functools.cache
 def one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
     """The command stopped with exit 2 and one line on stderr, "error: ...", holding every
     needle (no traceback); returns the line."""
@@ -33,6 +34,18 @@ def one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
     return lines[0]
 
 
+def eventually(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    """Whether ``condition`` holds within ``timeout_s`` (polled): for what another process
+    does soon, where a fixed sleep would be too short on a loaded machine."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@functools.cache
 def gpu_available() -> bool:
     if not shutil.which("nvidia-smi"):
         return False

@@ -7,13 +7,13 @@ import multiprocessing
 import os
 import signal
 import threading
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from conftest import eventually
 from cudamaster.bench.inputs import make_inputs
 from cudamaster.bench.prepare import (
     N_SETS,
@@ -160,8 +160,9 @@ def test_cases_asked_for_ahead_are_those_taken_and_a_case_not_taken_is_dropped(p
     other = preparer.take(task, "fp32", second, 0)  # not the one asked for: made now
     assert other is not made_third and other.case_dir.exists()
     assert made_third.rid not in preparer._cases and preparer._ahead == []
-    time.sleep(0.2)  # the helper removes files of a case dropped while it was being made
-    assert not made_second.case_dir.exists() and not made_third.case_dir.exists()
+    # the helper removes the files of a case dropped while it was being made
+    assert eventually(lambda: not made_second.case_dir.exists())
+    assert eventually(lambda: not made_third.case_dir.exists())
 
 
 def test_a_case_is_estimated_from_its_shapes_and_a_helper_with_room_prepares_several_at_once(
@@ -269,10 +270,8 @@ def test_a_helper_without_cores_of_its_own_is_stopped_inside_quiet_and_runs_agai
     with preparer.quiet():
         with preparer.quiet():  # nested: still stopped until the outer block ends
             pass
-        time.sleep(0.05)
-        assert _state(pid) == "T"
-    time.sleep(0.05)
-    assert _state(pid) != "T"
+        assert eventually(lambda: _state(pid) == "T")
+    assert eventually(lambda: _state(pid) != "T")
 
 
 def test_a_generator_error_is_one_line_and_the_helper_goes_on(preparer):
