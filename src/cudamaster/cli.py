@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.metadata
 import json
 import logging
@@ -1272,7 +1273,7 @@ def compare_cmd(
 
     measured: list = []
     if measure:
-        result, measured = _measured(a, b, as_json)
+        result, measured = _measured(a, b)
     else:
         result = compare(load(a), load(b))
     if as_json:
@@ -1291,33 +1292,36 @@ def compare_cmd(
                       "compare the GPUs as much as the kernels", markup=False)  # fmt: skip
 
 
-def _measured(a: Path, b: Path, quiet: bool) -> tuple[Any, list]:
-    """compare --measure: both runs' bests evaluated on this machine's GPU, a task at a time."""
+def _measured(a: Path, b: Path) -> tuple[Any, list]:
+    """compare --measure: both runs' bests evaluated on this machine's GPU, a task at a time;
+    the runs are read and checked before the GPU is looked for."""
     from .agents.gpu import GpuBackend
-    from .agents.remeasure import Remeasured, remeasure
+    from .agents.remeasure import remeasure
     from .device import targets
     from .gpus import GpuPool
+    from .tasks import Task
 
     for path in (a, b):
         if path.is_file():
             raise UserError(f"{path} is a file: compare --measure times optimizer runs' kernels, "
                             "so give two run directories")  # fmt: skip
-    gpus, devices = targets(None)
-    pool = GpuPool(gpus)
 
-    def said(m: Remeasured) -> None:
-        if not quiet:
-            err_console.print(m.line(), markup=False, highlight=False)
+    @functools.cache
+    def gpus() -> tuple[GpuPool, dict]:
+        chosen, devices = targets(None)
+        return GpuPool(chosen), devices
 
     with tempfile.TemporaryDirectory(prefix="cudamaster-measure-") as tmp:
-        return remeasure(
-            a,
-            b,
-            lambda task, variant, suite: GpuBackend(
-                task, variant, suite, pool, devices, Path(tmp) / f"{task.name}-{variant}"
-            ),
-            said,
-        )
+
+        def backend(task: Task, variant: str, suite: str) -> GpuBackend:
+            pool, devices = gpus()
+            code = Path(tmp) / f"{task.name}-{variant}"
+            return GpuBackend(task, variant, suite, pool, devices, code)
+
+        def said(m: Any) -> None:
+            err_console.print(m.line(), markup=False, highlight=False)
+
+        return remeasure(a, b, backend, said)
 
 
 @app.command("report")
