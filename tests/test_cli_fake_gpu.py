@@ -87,12 +87,20 @@ def test_optimize_resume_and_results_commands_run_end_to_end(fake_gpu, tmp_path)
     assert device["name"] == "Fake GPU"
     device["name"] = "Other GPU"  # as though its first rounds had run on another model
     (run / "device.json").write_text(json.dumps(device))
+    assert "no bottleneck calibration for Fake GPU: profiles class kernels by the default 30%" in (
+        " ".join(proc.stderr.split())
+    )
+    cache = Path(fake_gpu["CUDAMASTER_CACHE"])
+    calibrated = {"compute": 41.0, "memory": 25.0, "calibrated": True, "samples": 100}
+    for uuid in ("GPU-fake-0", "GPU-fake-1"):  # as `profile --calibrate --gpus all` leaves them
+        (cache / f"thresholds-{uuid}.json").write_text(json.dumps(calibrated))
     again = cli(fake_gpu, "resume", str(run), "--max-tokens", "500", "--price", "1.5,6",
                 "--gpus", "all", "--concurrency", "1")  # fmt: skip
     assert again.returncode == 1 and "vector_add-fp32: failed" in again.stdout
     said = " ".join(again.stderr.split())
     assert "2 GPUs, but tasks run 1 at a time: `--concurrency 2` keeps every GPU busy" in said
     assert "measured on Other GPU until now, from here on on Fake GPU" in said
+    assert "no bottleneck calibration" not in said
     manifest = json.loads((run / "run.json").read_text())
     assert manifest["options"]["max_tokens"] == 500 and manifest["price"] == [1.5, 6.0]
     bad = cli(fake_gpu, "resume", str(run), "--price", "cheap")

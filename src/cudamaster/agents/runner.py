@@ -16,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ..device import DeviceFacts
 from ..errors import UserError
 from ..llm.base import Options, Provider
 from ..llm.registry import make_provider
@@ -115,6 +116,8 @@ def _backends(run: RunDir, m: dict[str, Any]) -> BackendFactory:
         log.warning("%d GPUs, but tasks run %s at a time: `--concurrency %d` keeps every GPU busy",
                     len(gpus), m.get("concurrency", 4), len(gpus))  # fmt: skip
     device = next(iter(devices.values()))
+    if m["options"].get("profile", "filtered") != "none":
+        _say_if_uncalibrated(list(devices.values()))
     previous = save_device(run.root, device)  # what later CPU-side steps build for
     if previous is not None:
         log.warning("%s was measured on %s until now, from here on on %s: each choice still "
@@ -128,6 +131,19 @@ def _backends(run: RunDir, m: dict[str, Any]) -> BackendFactory:
         return GpuBackend(task, variant, m["suite"], pool, devices, code)
 
     return factory
+
+
+def _say_if_uncalibrated(devices: list[DeviceFacts]) -> None:
+    """A warning where a GPU has no bottleneck calibration: its profiles (and so the prompts)
+    class kernels by the default thresholds, not by Otsu's over this GPU's baselines."""
+    from ..profile import classify
+
+    names = sorted({d.name for d in devices if not classify.load(d.uuid).calibrated})
+    if names:
+        log.warning("no bottleneck calibration for %s: profiles class kernels by the default "
+                    "%.0f%% thresholds; `cudamaster profile --calibrate` measures this GPU's "
+                    "(a few seconds per baseline)", ", ".join(names),
+                    classify.DEFAULT_THRESHOLD)  # fmt: skip
 
 
 def execute(run: RunDir, progress: Callable[[str, TaskState], None] | None = None,
