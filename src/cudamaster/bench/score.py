@@ -10,11 +10,6 @@ from dataclasses import dataclass
 TAUS = (0, 1, 2, 4, 8)
 
 
-def speedup(t_baseline: float, t_impl: float) -> float:
-    """S = t_baseline / t_impl."""
-    return t_baseline / t_impl
-
-
 def weighted_score(complexities: Sequence[int], speedups: Sequence[float]) -> float:
     """P = sum(T_i*S_i) / sum(T_i), with T as exact integers (no 32-bit wrap)."""
     if len(complexities) != len(speedups) or not complexities:
