@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from cudamaster.agents.remeasure import KEPT_BASELINE, remeasure
+from cudamaster.agents.rundir import RunDir
 from cudamaster.compare import BETTER, ONLY_B, SAME
 from cudamaster.errors import UserError
 from optimizer_fakes import FakeBackend, finished_run
@@ -75,3 +76,19 @@ def test_runs_of_different_suites_are_refused_before_anything_runs(tmp_path):
     assert sessions == []
     with pytest.raises(UserError, match="not a run directory"):
         remeasure(a, tmp_path, lambda task, variant, suite: SlowerNow(sessions))
+
+
+def test_a_task_one_run_kept_no_kernel_for_is_listed_not_measured(tmp_path):
+    a = finished_run(tmp_path, "a", {"vector_add-fp32": "P 2.0", "RELU-fp32": "P 2.0"})
+    b = finished_run(tmp_path, "b", {"vector_add-fp32": "P 2.0", "RELU-fp32": "P 2.0"})
+    run = RunDir(b)
+    state = run.load_state(run.task_dir("RELU", "fp32"))
+    state.best = None  # as a run whose baseline failed leaves it
+    run.save_state(run.task_dir("RELU", "fp32"), state)
+    sessions: list[list[str]] = []
+    result, measured = remeasure(a, b, lambda task, variant, suite: SlowerNow(sessions))
+    assert len(sessions) == len(measured) == 1  # vector_add only
+    relu = next(r for r in result.rows if r.op == "RELU")
+    assert (relu.a, relu.b, relu.ratio) == (None, None, None)
+    assert relu.status == "no P in A (not measured), no P in B (no best kernel)"
+    assert result.totals.compared == 1 and result.totals.unscored == 1
