@@ -11,13 +11,7 @@
 set -uo pipefail
 start=$SECONDS
 deadline=${CUDAMASTER_DEADLINE_S:-570}
-# wheels the GPU image lacks (pydantic) travel in .whl/ (see AGENTS.md)
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
-fi
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+source scripts/device-env.sh || exit 1
 export CUDAMASTER_CACHE="${CUDAMASTER_CACHE:-/tmp/cudamaster-cache}"
 out="${OUT:-/tmp/out}"; mkdir -p "$out"
 export CUDAMASTER_TEST_OUT="$out/figures"

@@ -10,11 +10,7 @@
 set -uo pipefail
 start=$SECONDS
 deadline=${CUDAMASTER_DEADLINE_S:-540}
-if ls .whl/*.whl >/dev/null 2>&1; then  # wheels the GPU image lacks (see device-run.sh)
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
-fi
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+source scripts/device-env.sh || exit 1
 out="${OUT:-/tmp/out}"; mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 gpus=$(nvidia-smi -L | wc -l)
