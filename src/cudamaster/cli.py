@@ -16,7 +16,7 @@ import tomllib
 from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -27,6 +27,10 @@ from rich.table import Table
 
 from .errors import UserError
 from .formatting import percent
+
+if TYPE_CHECKING:
+    from .agents.remeasure import Remeasured
+    from .compare import Comparison
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
 # tables written to a pipe or a file (CI logs, device runs) get room instead of 80 columns
@@ -1271,7 +1275,7 @@ def compare_cmd(
     from .compare import compare, table, totals_line
     from .resultset import load
 
-    measured: list = []
+    measured: list[Remeasured] = []
     if measure:
         result, measured = _measured(a, b)
     else:
@@ -1292,7 +1296,7 @@ def compare_cmd(
                       "compare the GPUs as much as the kernels", markup=False)  # fmt: skip
 
 
-def _measured(a: Path, b: Path) -> tuple[Any, list]:
+def _measured(a: Path, b: Path) -> tuple[Comparison, list[Remeasured]]:
     """compare --measure: both runs' bests evaluated on this machine's GPU, a task at a time;
     the runs are read and checked before the GPU is looked for."""
     from .agents.gpu import GpuBackend
@@ -1318,7 +1322,7 @@ def _measured(a: Path, b: Path) -> tuple[Any, list]:
             code = Path(tmp) / f"{task.name}-{variant}"
             return GpuBackend(task, variant, suite, pool, devices, code)
 
-        def said(m: Any) -> None:
+        def said(m: Remeasured) -> None:
             err_console.print(m.line(), markup=False, highlight=False)
 
         return remeasure(a, b, backend, said)
