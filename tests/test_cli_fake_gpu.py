@@ -92,8 +92,7 @@ def test_optimize_resume_and_results_commands_run_end_to_end(fake_gpu, tmp_path)
     )
     cache = Path(fake_gpu["CUDAMASTER_CACHE"])
     calibrated = {"compute": 41.0, "memory": 25.0, "calibrated": True, "samples": 100}
-    for uuid in ("GPU-fake-0", "GPU-fake-1"):  # as `profile --calibrate --gpus all` leaves them
-        (cache / f"thresholds-{uuid}.json").write_text(json.dumps(calibrated))
+    (cache / "thresholds-Fake-GPU.json").write_text(json.dumps(calibrated))  # as --calibrate does
     again = cli(fake_gpu, "resume", str(run), "--max-tokens", "500", "--price", "1.5,6",
                 "--gpus", "all", "--concurrency", "1")  # fmt: skip
     assert again.returncode == 1 and "vector_add-fp32: failed" in again.stdout

@@ -1,6 +1,7 @@
 """The profile filter on the CPU: Otsu, classes, summaries, the metric table, ncu CSV parsing."""
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -54,9 +55,27 @@ def test_calibration_uses_otsu_on_both_axes(tmp_path, monkeypatch):
     th = classify.calibrate(samples)
     assert th.calibrated and th.samples == 5
     assert 8 < th.compute < 70 and 30 < th.memory < 80
-    classify.save(th, "GPU-x")
-    assert classify.load("GPU-x") == th
-    assert classify.load("GPU-other") == classify.DEFAULT
+    classify.save(th, _device("NVIDIA H100 80GB HBM3", "GPU-x"))
+    assert classify.load(_device("NVIDIA H100 80GB HBM3", "GPU-x")) == th
+    assert classify.load(_device("NVIDIA H100 80GB HBM3", "GPU-new-machine")) == th  # same model
+    assert classify.load(_device("NVIDIA H200", "GPU-x")) == classify.DEFAULT
+
+
+def test_thresholds_an_earlier_version_stored_by_uuid_still_serve_that_gpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDAMASTER_CACHE", str(tmp_path))
+    th = classify.Thresholds(41.0, 25.0, calibrated=True, samples=100)
+    (tmp_path / "thresholds-GPU-old.json").write_text(json.dumps(asdict(th)))
+    assert classify.load(_device("NVIDIA H100 80GB HBM3", "GPU-old")) == th
+    assert classify.load(_device("NVIDIA H100 80GB HBM3", "GPU-other")) == classify.DEFAULT
+
+
+def _device(name: str, uuid: str):
+    from conftest import DEVICE_EXTRAS
+    from cudamaster.device import DeviceFacts
+
+    return DeviceFacts(name=name, uuid=uuid, driver="1", nvcc="13", compute_capability="90",
+                       sm_count=4, l2_bytes=1, memory_mib=1, copy_gbs=1.0, fp32_tflops=1.0,
+                       bf16_tflops=1.0, **DEVICE_EXTRAS)  # fmt: skip
 
 
 VALUES = {m.id: 12.5 for m in TABLE} | {SM: 70.0, "gpu__time_duration.sum": 25_000.0}
@@ -182,7 +201,7 @@ def test_calibrate_command_spreads_profiles_and_reports_classes_and_tokens(tmp_p
     _one_fake_gpu(monkeypatch)
     points = iter([(5, 80), (8, 85), (70, 20), (75, 30), (6, 7), (7, 9)])
 
-    def fake_profile(task, variant, impl, arch, device_uuid=None):
+    def fake_profile(task, variant, impl, arch, device=None):
         sm, mem = next(points)
         agg = {m.id: 1.0 for m in TABLE} | {SM: sm, MEM: mem, DRAM: mem}
         res = ProfileResult(ok=True, aggregate=agg, wall_s=0.5)
@@ -196,7 +215,7 @@ def test_calibrate_command_spreads_profiles_and_reports_classes_and_tokens(tmp_p
     assert data["thresholds"]["calibrated"] and len(data["profiles"]) == 6
     assert sum(data["classes"]["fp32"].values()) == 3 and sum(data["classes"]["bf16"].values()) == 3
     assert data["mean_tokens"]["filtered"] < data["mean_tokens"]["full"]
-    assert classify.load("GPU-f").calibrated  # stored for the device
+    assert classify.load(_device("Fake GPU", "GPU-on-another-machine")).calibrated  # the model
 
 
 def test_a_calibration_cut_short_resumes_with_the_profiles_it_kept(tmp_path, monkeypatch):
@@ -210,7 +229,7 @@ def test_a_calibration_cut_short_resumes_with_the_profiles_it_kept(tmp_path, mon
     points = iter([(5, 80), (8, 85), (70, 20), (75, 30), (6, 7), (7, 9)])
     profiled = []
 
-    def fake_profile(task, variant, impl, arch, device_uuid=None):
+    def fake_profile(task, variant, impl, arch, device=None):
         profiled.append((task.name, variant))
         if len(profiled) == 5:
             raise KeyboardInterrupt  # the run is cut short after four profiles

@@ -725,7 +725,7 @@ def profile_cmd(
         _check_writable(out, directory=True)
     device = _device()
     rep = profile(task, dtype.value, Impl("candidate", file.resolve()), device.arch,
-                  case_index=case, out_dir=out, device_uuid=device.uuid)  # fmt: skip
+                  case_index=case, out_dir=out, device=device)  # fmt: skip
     if as_json:
         print(json.dumps(asdict(rep), indent=1, default=str))
     elif not rep.result.ok:
@@ -750,7 +750,7 @@ def _calibrate(
     resume: bool = False,
 ) -> None:
     """Profile every baseline (spread over the GPUs, or over a Ray cluster's), store the Otsu
-    thresholds per device here, and report the classes (per dtype) and the summaries' token
+    thresholds for the GPU model here, and report the classes (per dtype) and the summaries' token
     counts under those thresholds. With ``resume``, the profiles of an earlier run cut short
     (out/calibration.json, same GPU model) are kept and only the rest are profiled."""
     from .bench.evaluate import Impl
@@ -807,14 +807,14 @@ def _calibrate(
             task, variant = job
             device = devices[gpu.uuid]
             impl = Impl("baseline", task.source("baseline", variant), trusted=True)
-            return profile(task, variant, impl, device.arch, device_uuid=device.uuid)
+            return profile(task, variant, impl, device.arch, device=device)
 
         if len({d.name for d in devices.values()}) == 1:
             GpuPool(chosen).run(jobs, work, lambda job, gpu, rep: record(job[0].name, job[1], rep))
     if len({d.name for d in devices.values()}) > 1:
         raise UserError("calibrate on GPUs of one model: thresholds are per device model")
     th = calibrate_from(reports)
-    saved = [str(classify.save(th, d.uuid)) for d in devices.values()]
+    saved = [str(classify.save(th, d)) for d in list(devices.values())[:1]]  # one model
     classes: dict[str, dict[str, int]] = {}
     tokens: dict[str, list[int]] = {"filtered": [], "full": []}
     for r in reports:

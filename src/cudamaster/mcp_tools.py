@@ -414,7 +414,7 @@ def profile(op: str, dtype: Dtype, source: str, case: int = -1) -> Profile:
             device.arch,
             case_index=case,
             out_dir=path.parent / "ncu",
-            device_uuid=device.uuid,
+            device=device,
         )
     answer.case, answer.label = rep.case, rep.label
     if not rep.result.ok:

@@ -240,7 +240,7 @@ class GpuBackend:
         with self.gpus.lease() as gpu:
             device = self.devices[gpu.uuid]
             rep = run_profile(self.task, self.variant, impl, device.arch, case_index=case,
-                              suite=self.suite, device_uuid=device.uuid)  # fmt: skip
+                              suite=self.suite, device=device)  # fmt: skip
         where = f"{rep.case} ({rep.label})"
         if not rep.result.ok:
             return ProfileView(where, None, rep.result.error)

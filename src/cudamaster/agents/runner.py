@@ -138,7 +138,7 @@ def _say_if_uncalibrated(devices: list[DeviceFacts]) -> None:
     class kernels by the default thresholds, not by Otsu's over this GPU's baselines."""
     from ..profile import classify
 
-    names = sorted({d.name for d in devices if not classify.load(d.uuid).calibrated})
+    names = sorted({d.name for d in devices if not classify.load(d).calibrated})
     if names:
         log.warning("no bottleneck calibration for %s: profiles class kernels by the default "
                     "%.0f%% thresholds; `cudamaster profile --calibrate` measures this GPU's "

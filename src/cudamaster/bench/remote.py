@@ -44,4 +44,4 @@ def profile_job(job: tuple[str, str]) -> tuple[ProfileReport, DeviceFacts]:
     if base is None:
         raise UserError(f"{task.folder} has no baseline for {variant}")
     impl = Impl("baseline", base, trusted=True)
-    return profile(task, variant, impl, device.arch, device_uuid=device.uuid), device
+    return profile(task, variant, impl, device.arch, device=device), device

@@ -2,18 +2,24 @@
 
 compute-bound: SM throughput at or above the compute threshold; memory-bandwidth-bound: below
 it, but DRAM or memory throughput at or above the memory threshold; memory-latency-bound: both
-below. Without a calibration for the device the documented default of 30% is used, and the
-result says so.
+below. Thresholds are stored per GPU model, so that one calibration serves every GPU of that
+model (a new cloud machine included). Without one the documented default of 30% is used, and
+the result says so.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..bench.build import cache_dir
 from .otsu import otsu
+
+if TYPE_CHECKING:
+    from ..device import DeviceFacts
 
 COMPUTE, BANDWIDTH, LATENCY = "compute-bound", "memory-bandwidth-bound", "memory-latency-bound"
 CLASSES = (COMPUTE, BANDWIDTH, LATENCY)
@@ -36,7 +42,7 @@ class Thresholds:
     @property
     def source(self) -> str:
         if self.calibrated:
-            return f"Otsu over {self.samples} baselines on this device"
+            return f"Otsu over {self.samples} baselines on this GPU model"
         return f"default {DEFAULT_THRESHOLD:.0f}% (no calibration for this device)"
 
 
@@ -70,20 +76,22 @@ def calibrate(samples: list[dict[str, float]]) -> Thresholds:
     )
 
 
-def _path(device_uuid: str) -> Path:
-    return cache_dir() / f"thresholds-{device_uuid}.json"
+def _path(key: str) -> Path:
+    return cache_dir() / f"thresholds-{re.sub(r'[^A-Za-z0-9_.-]+', '-', key)}.json"
 
 
-def save(thresholds: Thresholds, device_uuid: str) -> Path:
-    path = _path(device_uuid)
+def save(thresholds: Thresholds, device: DeviceFacts) -> Path:
+    """Store thresholds for every GPU of ``device``'s model."""
+    path = _path(device.name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(asdict(thresholds), indent=1))
     return path
 
 
-def load(device_uuid: str) -> Thresholds:
-    """The device's calibrated thresholds, or the default."""
-    path = _path(device_uuid)
-    if not path.exists():
-        return DEFAULT
-    return Thresholds(**json.loads(path.read_text()))
+def load(device: DeviceFacts) -> Thresholds:
+    """The thresholds calibrated for ``device``'s model (or, where an earlier version stored
+    them by UUID, for this very GPU), else the default."""
+    for path in (_path(device.name), _path(device.uuid)):
+        if path.exists():
+            return Thresholds(**json.loads(path.read_text()))
+    return DEFAULT

@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..bench.evaluate import Impl, ImplResult, prepare
 from ..bench.inputs import case_seed, make_inputs
@@ -18,6 +19,9 @@ from . import classify
 from .ncu import KernelProfile, ProfileResult, run_ncu
 from .summary import MODES, Summary, render
 from .target import TargetSpec
+
+if TYPE_CHECKING:
+    from ..device import DeviceFacts
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +77,11 @@ def profile(
     case_index: int = -1,
     suite: str = "paper",
     out_dir: Path | None = None,
-    device_uuid: str | None = None,
+    device: DeviceFacts | None = None,
 ) -> ProfileReport:
     """ncu metrics of ``impl`` on one case (default: the suite's last), with summaries."""
     case = _case(task, suite, case_index)
-    thresholds = classify.load(device_uuid) if device_uuid else classify.DEFAULT
+    thresholds = classify.load(device) if device else classify.DEFAULT
     work = Path(tempfile.mkdtemp(prefix="cudamaster-profile-"))
     result: ProfileResult | None = None
     try:
