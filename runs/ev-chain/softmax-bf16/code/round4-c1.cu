@@ -1,0 +1,1061 @@
+// Row-parallel BF16 softmax for sm_90a (round 4).
+//
+//  * C % 8 == 0 and 16-byte aligned pointers:
+//      - N <= 64 and C >= 16384 : split-row path (SOFTMAX_SPLIT_MODE):
+//            1 (default): the row is split over k plain CTAs (grid = (k, N), ordinary
+//              launch, no cluster). Each CTA reduces its contiguous slice, publishes its
+//              (R, S) partial into a static __device__ scratch as two epoch-tagged 64-bit
+//              words (st.relaxed.gpu), and polls its peers' words (ld.relaxed.gpu) until
+//              they carry the current epoch. No allocation, no reset, no fence: every
+//              64-bit word is single-copy atomic and carries its own epoch.
+//              Taken only if all N*k CTAs are co-resident (cached occupancy query).
+//              A poll that waits longer than SOFTMAX_SPLIT_TIMEOUT_NS falls back to the
+//              warp computing the whole row's (max, sum) itself, so the kernel can never
+//              deadlock even if a peer CTA is not scheduled.
+//            2: previous round's thread-block-cluster kernel (DSMEM + st.async).
+//            0: no split; one CTA per row (block_reg).
+//      - C <= 1024              : one warp per row, row kept in registers.
+//      - C <= 32768             : one CTA per row, row kept in registers
+//                                 (optional SOFTMAX_PAIR_ROWS: two rows per CTA for
+//                                 C in (8192,16384], second row fetched with cp.async.bulk).
+//      - larger C               : vectorized two-pass kernel.
+//  * anything else (C % 8 != 0, misaligned pointers): coalesced scalar two-pass kernel.
+//
+// Register-resident paths compute each exp once, per 8-element chunk, relative to the
+// chunk max, in log2 units:
+//     r_k = m_k*log2e,  e = ex2(fma(x, log2e, -r_k)),  s_k = sum(e)
+// Warp level: R_w = max r_k, f_k = ex2(r_k - R_w), S_w = sum s_k f_k.
+// Higher levels combine (R, S) pairs. Final output: bf16_rn(e * (f_k * G * inv)) with
+// G = ex2(R_w - R_final), inv = 1/S_final.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#ifndef SOFTMAX_L2_EVICT_FIRST
+#define SOFTMAX_L2_EVICT_FIRST 1  // evict-first L2 policy on input loads
+#endif
+#ifndef SOFTMAX_L2_256B
+#define SOFTMAX_L2_256B 0  // add .L2::256B prefetch-size qualifier to input loads
+#endif
+#ifndef SOFTMAX_C16K_BS1024
+#define SOFTMAX_C16K_BS1024 1  // 1: C in (8192,16384] uses 1024 x V=2; 0: 512 x V=4
+#endif
+#ifndef SOFTMAX_INT_PACK
+#define SOFTMAX_INT_PACK 0  // 1: integer RNE bf16x2 packing in the register paths' stores
+#endif
+#ifndef SOFTMAX_SPLIT_MODE
+#define SOFTMAX_SPLIT_MODE 1  // 1: L2-exchange split rows, 2: cluster split, 0: none
+#endif
+#ifndef SOFTMAX_SPLIT_MIN_NVEC
+#define SOFTMAX_SPLIT_MIN_NVEC 2048  // split only rows with C/8 >= this (C >= 16384)
+#endif
+#ifndef SOFTMAX_SPLIT_K64
+#define SOFTMAX_SPLIT_K64 2  // CTAs per row for N in (32, 64] (2 or 4)
+#endif
+#ifndef SOFTMAX_SPLIT_COOP
+#define SOFTMAX_SPLIT_COOP 0  // 1: launch the split kernel with cudaLaunchCooperativeKernel
+#endif
+#ifndef SOFTMAX_SPLIT_POLL_ALL
+#define SOFTMAX_SPLIT_POLL_ALL 0  // 1: every warp polls the peers; 0: warp 0 polls + barrier
+#endif
+#ifndef SOFTMAX_SPLIT_TIMEOUT_NS
+#define SOFTMAX_SPLIT_TIMEOUT_NS 50000ull  // poll timeout before the self-compute fallback
+#endif
+#ifndef SOFTMAX_CLUSTER_BIG_SMEM
+#define SOFTMAX_CLUSTER_BIG_SMEM 0  // (mode 2 only) 120 KB dynamic smem for cluster CTAs
+#endif
+#ifndef SOFTMAX_PAIR_ROWS
+#define SOFTMAX_PAIR_ROWS 0  // 1: two rows per CTA (cp.async.bulk) for C in (8192,16384]
+#endif
+#ifndef SOFTMAX_PAIR_MIN_N
+#define SOFTMAX_PAIR_MIN_N 128  // pair-row kernel only for N >= this
+#endif
+
+namespace {
+
+constexpr uint32_t kNegInfBF2 = 0xFF80FF80u;  // two bf16 -inf values
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kMaxSplitK = 8;
+constexpr int kMaxSplitSlots = 64 * kMaxSplitK;  // (row, rank) slots in the scratch
+
+}  // namespace
+
+// Partials of the split-row kernel: slot (row, rank) = 2 words
+//   word 0 = epoch << 32 | bits(R),  word 1 = epoch << 32 | bits(S).
+// Zero-initialised at module load; epochs start at 1, so stale words never match.
+static __device__ __align__(16) unsigned long long g_softmax_split_part[2 * kMaxSplitSlots];
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Input loads
+// ---------------------------------------------------------------------------------------
+__device__ __forceinline__ uint64_t make_load_policy() {
+#if SOFTMAX_L2_EVICT_FIRST
+    uint64_t pol;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    return pol;
+#else
+    return 0ull;
+#endif
+}
+
+__device__ __forceinline__ uint4 ld_in_v4(const uint4* p, uint64_t pol) {
+    uint4 r;
+#if SOFTMAX_L2_EVICT_FIRST
+#if SOFTMAX_L2_256B
+    asm("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p), "l"(pol));
+#else
+    asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p), "l"(pol));
+#endif
+#else
+    (void)pol;
+#if SOFTMAX_L2_256B
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p));
+#else
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p));
+#endif
+#endif
+    return r;
+}
+
+__device__ __forceinline__ float bf_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+
+__device__ __forceinline__ uint32_t pack_bf2(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);  // .x = lo (low half), .y = hi
+    return *reinterpret_cast<uint32_t*>(&h);
+}
+
+// Round-to-nearest-even bf16x2 packing on the integer ALU (finite values only).
+__device__ __forceinline__ uint32_t pack_bf2_int(float lo, float hi) {
+    uint32_t a = __float_as_uint(lo);
+    uint32_t b = __float_as_uint(hi);
+    a += 0x7fffu + ((a >> 16) & 1u);
+    b += 0x7fffu + ((b >> 16) & 1u);
+    return __byte_perm(a, b, 0x7632);  // low half = a[31:16], high half = b[31:16]
+}
+
+__device__ __forceinline__ uint32_t pack_out(float lo, float hi) {
+#if SOFTMAX_INT_PACK
+    return pack_bf2_int(lo, hi);
+#else
+    return pack_bf2(lo, hi);
+#endif
+}
+
+__device__ __forceinline__ __nv_bfloat162 as_bf2(uint32_t w) {
+    __nv_bfloat162 h;
+    *reinterpret_cast<uint32_t*>(&h) = w;
+    return h;
+}
+
+__device__ __forceinline__ uint32_t bf2_as_u32(__nv_bfloat162 h) {
+    return *reinterpret_cast<uint32_t*>(&h);
+}
+
+__device__ __forceinline__ float fast_ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// A max of -inf means "no finite contribution". Use 0 instead so that we never form
+// (-inf) - (-inf) = NaN.
+__device__ __forceinline__ float safe_max(float m) { return (m == -INFINITY) ? 0.0f : m; }
+
+// ---------------------------------------------------------------------------------------
+// Warp primitives for the register-resident paths
+// ---------------------------------------------------------------------------------------
+__device__ __forceinline__ int f2key(float f) {
+    const int b = __float_as_int(f);
+    return b ^ ((b >> 31) & 0x7fffffff);
+}
+__device__ __forceinline__ float key2f(int k) {
+    return __int_as_float(k ^ ((k >> 31) & 0x7fffffff));
+}
+// Every lane gets the max.
+__device__ __forceinline__ float warp_max_f(float v) {
+    return key2f(__reduce_max_sync(0xffffffffu, f2key(v)));
+}
+// XOR butterfly: every lane gets a bit-identical sum.
+__device__ __forceinline__ float warp_sum_f(float v) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+// One 8-element chunk (4 packed bf16x2 words). Returns the chunk's raw log2-max r
+// (-inf for an all -inf chunk), the 8 values e = 2^(x*log2e - r) and their sum s.
+__device__ __forceinline__ void chunk_exp(const uint32_t (&w)[4], float (&e)[8], float& r,
+                                          float& s) {
+    const __nv_bfloat162 m01 = __hmax2(as_bf2(w[0]), as_bf2(w[1]));
+    const __nv_bfloat162 m23 = __hmax2(as_bf2(w[2]), as_bf2(w[3]));
+    const uint32_t mw = bf2_as_u32(__hmax2(m01, m23));
+    const float m = fmaxf(bf_lo(mw), bf_hi(mw));
+    r = m * kLog2e;
+    const float nrs = (r == -INFINITY) ? 0.0f : -r;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        e[2 * j] = fast_ex2(fmaf(bf_lo(w[j]), kLog2e, nrs));
+        e[2 * j + 1] = fast_ex2(fmaf(bf_hi(w[j]), kLog2e, nrs));
+    }
+    s = ((e[0] + e[1]) + (e[2] + e[3])) + ((e[4] + e[5]) + (e[6] + e[7]));
+}
+
+// Issue all V 16-byte loads up front (padding is -inf), then turn each chunk into exps.
+template <int V, int STRIDE>
+__device__ __forceinline__ void load_exp(const uint4* __restrict__ x, int t, int cnt,
+                                         float (&e)[V][8], float (&r)[V], float (&s)[V]) {
+    const uint64_t pol = make_load_policy();
+    uint32_t d[V][4];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+        const int i = t + k * STRIDE;
+        uint4 v = make_uint4(kNegInfBF2, kNegInfBF2, kNegInfBF2, kNegInfBF2);
+        if (i < cnt) v = ld_in_v4(x + i, pol);
+        d[k][0] = v.x;
+        d[k][1] = v.y;
+        d[k][2] = v.z;
+        d[k][3] = v.w;
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k) chunk_exp(d[k], e[k], r[k], s[k]);
+}
+
+// Warp-level (R, S) from the per-chunk partials. R is the raw log2 max and
+// S = sum 2^(x*log2e - safe(R)). Every lane gets the result. f[k] = 2^(r_k - safe(R)) is
+// kept: it is the chunk -> warp rescale factor used again at store time.
+template <int V>
+__device__ __forceinline__ void warp_partial(const float (&r)[V], const float (&s)[V],
+                                             float (&f)[V], float& R, float& S) {
+    float t = r[0];
+#pragma unroll
+    for (int k = 1; k < V; ++k) t = fmaxf(t, r[k]);
+    R = warp_max_f(t);
+    const float Rs = safe_max(R);
+    float acc = 0.0f;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+        f[k] = fast_ex2(r[k] - Rs);
+        acc = fmaf(s[k], f[k], acc);
+    }
+    S = warp_sum_f(acc);
+}
+
+// Warp -> final rescale factor. A warp with no finite value (Rw = -inf) has all f = 0 and
+// e = 0; G = 0 then keeps every product finite.
+__device__ __forceinline__ float warp_to_final(float Rw, float Rfs) {
+    return (Rw == -INFINITY) ? 0.0f : fast_ex2(Rw - Rfs);
+}
+
+// Combine the warp partials of a CTA (one barrier). NW must be a power of two, <= 32.
+// Every thread gets the same (Rb, Sb). G = this warp -> block rescale factor.
+template <int NW>
+__device__ __forceinline__ void block_combine(float Rw, float Sw, float2* red, int lane, int wid,
+                                              float& Rb, float& Sb, float& G) {
+    if (lane == 0) red[wid] = make_float2(Rw, Sw);
+    __syncthreads();
+    const float2 p = red[lane & (NW - 1)];  // each group of NW lanes holds all warps
+    Rb = warp_max_f(p.x);
+    const float Rbs = safe_max(Rb);
+    G = warp_to_final(Rw, Rbs);
+    float s = p.y * fast_ex2(p.x - Rbs);
+#pragma unroll
+    for (int off = NW / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    Sb = s;
+}
+
+__device__ __forceinline__ uint4 make_out_e(const float (&e)[8], float sc) {
+    uint4 o;
+    o.x = pack_out(e[0] * sc, e[1] * sc);
+    o.y = pack_out(e[2] * sc, e[3] * sc);
+    o.z = pack_out(e[4] * sc, e[5] * sc);
+    o.w = pack_out(e[6] * sc, e[7] * sc);
+    return o;
+}
+
+// out = e * (f_k * scale), scale = G * inv.
+template <int V, int STRIDE>
+__device__ __forceinline__ void scale_store(uint4* __restrict__ y, int t, int cnt,
+                                            const float (&e)[V][8], const float (&f)[V],
+                                            float scale) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+        const int i = t + k * STRIDE;
+        if (i < cnt) {
+            const float sc = f[k] * scale;
+            y[i] = make_out_e(e[k], sc);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// One warp per row, row in registers. Requires C % 8 == 0, 16B-aligned pointers,
+// C/8 <= 32*V.
+// ---------------------------------------------------------------------------------------
+template <int V, int WPB>
+__global__ void __launch_bounds__(WPB * 32)
+    softmax_warp_reg(__nv_bfloat16* __restrict__ out, const __nv_bfloat16* __restrict__ in, int N,
+                     int C) {
+    const int lane = threadIdx.x & 31;
+    const int row = blockIdx.x * WPB + (threadIdx.x >> 5);
+    if (row >= N) return;  // warp-uniform
+    const int nvec = C >> 3;
+    const uint4* x = reinterpret_cast<const uint4*>(in) + (size_t)row * nvec;
+    uint4* y = reinterpret_cast<uint4*>(out) + (size_t)row * nvec;
+
+    float e[V][8], r[V], s[V], f[V];
+    load_exp<V, 32>(x, lane, nvec, e, r, s);
+    float R, S;
+    warp_partial<V>(r, s, f, R, S);
+    scale_store<V, 32>(y, lane, nvec, e, f, 1.0f / S);  // warp max is the final max: G = 1
+}
+
+// ---------------------------------------------------------------------------------------
+// One CTA per row, row in registers. Requires C % 8 == 0, 16B-aligned pointers,
+// C/8 <= BS*V. Grid = N.
+// ---------------------------------------------------------------------------------------
+template <int BS, int V>
+__global__ void __launch_bounds__(BS)
+    softmax_block_reg(__nv_bfloat16* __restrict__ out, const __nv_bfloat16* __restrict__ in, int N,
+                      int C) {
+    constexpr int NW = BS / 32;
+    __shared__ float2 red[NW];
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int wid = tid >> 5;
+    const int row = blockIdx.x;
+    const int nvec = C >> 3;
+    const uint4* x = reinterpret_cast<const uint4*>(in) + (size_t)row * nvec;
+    uint4* y = reinterpret_cast<uint4*>(out) + (size_t)row * nvec;
+
+    float e[V][8], r[V], s[V], f[V];
+    load_exp<V, BS>(x, tid, nvec, e, r, s);
+    float Rw, Sw;
+    warp_partial<V>(r, s, f, Rw, Sw);
+    float Rb, Sb, G;
+    block_combine<NW>(Rw, Sw, red, lane, wid, Rb, Sb, G);
+    scale_store<V, BS>(y, tid, nvec, e, f, G * (1.0f / Sb));
+}
+
+// ---------------------------------------------------------------------------------------
+// Split-row kernel with the partial exchange through L2 (no cluster).
+// ---------------------------------------------------------------------------------------
+__device__ __forceinline__ void st_relaxed_u64(unsigned long long* p, unsigned long long v) {
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ unsigned long long ld_relaxed_u64(const unsigned long long* p) {
+    unsigned long long v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ unsigned long long global_timer_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ unsigned long long tag_word(uint32_t ep, float v) {
+    return ((unsigned long long)ep << 32) | (unsigned long long)__float_as_uint(v);
+}
+
+// Fallback (only after a poll timeout): the warp computes the whole row's raw log2 max Rc
+// and Sc = sum 2^(x*log2e - safe(Rc)) straight from global memory.
+__device__ __noinline__ void row_stats_warp(const uint4* __restrict__ x, int nvec, int lane,
+                                            float& Rc, float& Sc) {
+    float m = -INFINITY;
+    for (int i = lane; i < nvec; i += 32) {
+        const uint4 v = __ldg(x + i);
+        const float a = fmaxf(fmaxf(bf_lo(v.x), bf_hi(v.x)), fmaxf(bf_lo(v.y), bf_hi(v.y)));
+        const float b = fmaxf(fmaxf(bf_lo(v.z), bf_hi(v.z)), fmaxf(bf_lo(v.w), bf_hi(v.w)));
+        m = fmaxf(m, fmaxf(a, b));
+    }
+    m = warp_max_f(m);
+    const float R = m * kLog2e;
+    const float nrs = (R == -INFINITY) ? 0.0f : -R;
+    float s = 0.0f;
+    for (int i = lane; i < nvec; i += 32) {
+        const uint4 v = __ldg(x + i);
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            s += fast_ex2(fmaf(bf_lo(w[j]), kLog2e, nrs));
+            s += fast_ex2(fmaf(bf_hi(w[j]), kLog2e, nrs));
+        }
+    }
+    Rc = R;
+    Sc = warp_sum_f(s);
+}
+
+// Warp-level gather of the k partials of one row (whole warp must call it). Lane j < k
+// holds peer j's (R, S): its own partial for j == rank, otherwise polled from L2 until
+// both words carry the current epoch. The combine order is the same in every CTA of the
+// row, so all of them get bit-identical (Rc, Sc). Every lane gets the result.
+__device__ __forceinline__ void split_gather(const unsigned long long* part_row, int k, int rank,
+                                             float Rb, float Sb, uint32_t ep, int lane,
+                                             const uint4* __restrict__ xrow, int nvec, float& Rc,
+                                             float& Sc) {
+    float Rj = -INFINITY, Sj = 0.0f;
+    bool timed_out = false;
+    if (lane < k) {
+        if (lane == rank) {
+            Rj = Rb;
+            Sj = Sb;
+        } else {
+            const unsigned long long* p = part_row + 2 * lane;
+            unsigned long long a = ld_relaxed_u64(p);
+            unsigned long long b = ld_relaxed_u64(p + 1);
+            if ((uint32_t)(a >> 32) != ep || (uint32_t)(b >> 32) != ep) {
+                const unsigned long long t0 = global_timer_ns();
+                while (true) {
+                    a = ld_relaxed_u64(p);
+                    b = ld_relaxed_u64(p + 1);
+                    if ((uint32_t)(a >> 32) == ep && (uint32_t)(b >> 32) == ep) break;
+                    if (global_timer_ns() - t0 > (unsigned long long)SOFTMAX_SPLIT_TIMEOUT_NS) {
+                        timed_out = true;
+                        break;
+                    }
+                }
+            }
+            Rj = __uint_as_float((uint32_t)a);
+            Sj = __uint_as_float((uint32_t)b);
+        }
+    }
+    if (__any_sync(0xffffffffu, timed_out)) {
+        row_stats_warp(xrow, nvec, lane, Rc, Sc);
+        return;
+    }
+    Rc = warp_max_f(Rj);
+    const float Rcs = safe_max(Rc);
+    const float t = (lane < k) ? Sj * fast_ex2(Rj - Rcs) : 0.0f;
+    Sc = warp_sum_f(t);
+}
+
+// Grid = (k, N): blockIdx.x = rank within the row, blockIdx.y = row. CTA `rank` handles
+// the contiguous slice [rank*per, rank*per + per) of the row's uint4 chunks, where
+// per = ceil(nvec/k) <= BS*V. Requires C % 8 == 0, 16B-aligned pointers, N*k <= slots.
+template <int BS, int V>
+__global__ void __launch_bounds__(BS)
+    softmax_split(__nv_bfloat16* __restrict__ out, const __nv_bfloat16* __restrict__ in, int C,
+                  uint32_t ep) {
+    constexpr int NW = BS / 32;
+    __shared__ float2 red[NW];
+#if !SOFTMAX_SPLIT_POLL_ALL
+    __shared__ float2 xch;
+#endif
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int wid = tid >> 5;
+    const int k = (int)gridDim.x;
+    const int rank = (int)blockIdx.x;
+    const int row = (int)blockIdx.y;
+    const int nvec = C >> 3;
+    const int per = (nvec + k - 1) / k;
+    const int start = rank * per;
+    const int cnt = min(per, nvec - start);  // may be <= 0: empty slice, still participates
+
+    const uint4* xrow = reinterpret_cast<const uint4*>(in) + (size_t)row * nvec;
+    const uint4* x = xrow + start;
+    uint4* y = reinterpret_cast<uint4*>(out) + (size_t)row * nvec + start;
+
+    float e[V][8], r[V], s[V], f[V];
+    load_exp<V, BS>(x, tid, cnt, e, r, s);
+    float Rw, Sw;
+    warp_partial<V>(r, s, f, Rw, Sw);
+    float Rb, Sb, Gb;
+    block_combine<NW>(Rw, Sw, red, lane, wid, Rb, Sb, Gb);
+    (void)Gb;
+
+    unsigned long long* part_row = g_softmax_split_part + (size_t)2 * ((size_t)row * k);
+    if (tid == 0) {
+        st_relaxed_u64(part_row + 2 * rank, tag_word(ep, Rb));
+        st_relaxed_u64(part_row + 2 * rank + 1, tag_word(ep, Sb));
+    }
+
+    float Rc, Sc;
+#if SOFTMAX_SPLIT_POLL_ALL
+    split_gather(part_row, k, rank, Rb, Sb, ep, lane, xrow, nvec, Rc, Sc);
+#else
+    if (wid == 0) {
+        split_gather(part_row, k, rank, Rb, Sb, ep, lane, xrow, nvec, Rc, Sc);
+        if (lane == 0) xch = make_float2(Rc, Sc);
+    }
+    __syncthreads();
+    {
+        const float2 c = xch;
+        Rc = c.x;
+        Sc = c.y;
+    }
+#endif
+    const float G = warp_to_final(Rw, safe_max(Rc));
+    scale_store<V, BS>(y, tid, cnt, e, f, G * (1.0f / Sc));
+}
+
+// ---------------------------------------------------------------------------------------
+// mbarrier helpers (sm_90)
+// ---------------------------------------------------------------------------------------
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void fence_mbarrier_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void mbar_wait_parity(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile(
+            "{\n\t"
+            ".reg .pred p;\n\t"
+            "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
+            "selp.u32 %0, 1, 0, p;\n\t"
+            "}\n"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+
+#if SOFTMAX_SPLIT_MODE == 2
+// ---------------------------------------------------------------------------------------
+// Previous round's cluster split kernel (kept for A/B, SOFTMAX_SPLIT_MODE=2).
+// ---------------------------------------------------------------------------------------
+constexpr int kMaxCluster = 8;
+constexpr int kClusterSmemBytes = 120 * 1024;  // > half an SM: one cluster CTA per SM
+
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ uint32_t cluster_nctarank() {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ uint32_t cluster_id_x() {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+}
+__device__ __forceinline__ uint32_t map_rank(uint32_t local_addr, uint32_t rank) {
+    uint32_t ra;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(local_addr), "r"(rank));
+    return ra;
+}
+__device__ __forceinline__ void st_async_f2(uint32_t slot, uint32_t bar, uint32_t rank, float a,
+                                            float b) {
+    const uint32_t rs = map_rank(slot, rank);
+    const uint32_t rb = map_rank(bar, rank);
+    asm volatile(
+        "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];" ::"r"(
+            rs),
+        "r"(__float_as_uint(a)), "r"(__float_as_uint(b)), "r"(rb)
+        : "memory");
+}
+
+template <int BS, int V>
+__global__ void __launch_bounds__(BS, 1)
+    softmax_cluster(__nv_bfloat16* __restrict__ out, const __nv_bfloat16* __restrict__ in, int N,
+                    int C) {
+    constexpr int NW = BS / 32;
+    __shared__ float2 red[NW];
+    __shared__ __align__(16) float2 cred[kMaxCluster];
+    __shared__ __align__(8) uint64_t cbar;
+
+    const int tid = threadIdx.x;
+    const int k = (int)cluster_nctarank();
+    const uint32_t bar = smem_u32(&cbar);
+
+    if (tid == 0) {
+        mbar_init(bar, 1u);
+        mbar_arrive_expect_tx(bar, (uint32_t)(k * (int)sizeof(float2)));
+        fence_mbarrier_init();
+    }
+    cluster_arrive_relaxed();
+
+    const int lane = tid & 31;
+    const int wid = tid >> 5;
+    const int rank = (int)cluster_ctarank();
+    const int row = (int)cluster_id_x();
+    const int nvec = C >> 3;
+    const int per = (nvec + k - 1) / k;
+    const int start = rank * per;
+    const int cnt = min(per, nvec - start);
+
+    const uint4* x = reinterpret_cast<const uint4*>(in) + (size_t)row * nvec + start;
+    uint4* y = reinterpret_cast<uint4*>(out) + (size_t)row * nvec + start;
+
+    float e[V][8], r[V], s[V], f[V];
+    load_exp<V, BS>(x, tid, cnt, e, r, s);
+    float Rw, Sw;
+    warp_partial<V>(r, s, f, Rw, Sw);
+    float Rb, Sb, Gb;
+    block_combine<NW>(Rw, Sw, red, lane, wid, Rb, Sb, Gb);
+    (void)Gb;
+
+    cluster_wait();
+    if (tid < k) st_async_f2(smem_u32(&cred[rank]), bar, (uint32_t)tid, Rb, Sb);
+    mbar_wait_parity(bar, 0u);
+
+    float Rc = -INFINITY;
+    for (int j = 0; j < k; ++j) Rc = fmaxf(Rc, cred[j].x);
+    const float Rcs = safe_max(Rc);
+    const float G = warp_to_final(Rw, Rcs);
+    float Sc = 0.0f;
+    for (int j = 0; j < k; ++j) {
+        const float2 c = cred[j];
+        Sc = fmaf(c.y, fast_ex2(c.x - Rcs), Sc);
+    }
+    scale_store<V, BS>(y, tid, cnt, e, f, G * (1.0f / Sc));
+}
+#endif  // SOFTMAX_SPLIT_MODE == 2
+
+#if SOFTMAX_PAIR_ROWS
+// ---------------------------------------------------------------------------------------
+// Two rows per CTA (optional). Row A is loaded into registers; row B is fetched into
+// dynamic shared memory with 1-D cp.async.bulk copies (one thread, mbarrier, evict-first
+// hint) issued at kernel start, so its bytes arrive while row A is reduced and stored.
+// Requires C % 8 == 0, 16B-aligned pointers, C/8 <= BS*V, dynamic smem = C*2 bytes.
+// ---------------------------------------------------------------------------------------
+constexpr uint32_t kBulkChunk = 8192;
+
+__device__ __forceinline__ void fence_proxy_async_smem() {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes,
+                                         uint32_t bar, uint64_t pol) {
+#if SOFTMAX_L2_EVICT_FIRST
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint "
+        "[%0], [%1], %2, [%3], %4;" ::"r"(dst),
+        "l"(src), "r"(bytes), "r"(bar), "l"(pol)
+        : "memory");
+#else
+    (void)pol;
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+        "[%0], [%1], %2, [%3];" ::"r"(dst),
+        "l"(src), "r"(bytes), "r"(bar)
+        : "memory");
+#endif
+}
+
+template <int BS, int V>
+__global__ void __launch_bounds__(BS, 1)
+    softmax_pair(__nv_bfloat16* __restrict__ out, const __nv_bfloat16* __restrict__ in, int N,
+                 int C) {
+    constexpr int NW = BS / 32;
+    extern __shared__ __align__(128) unsigned char pair_smem[];
+    __shared__ float2 redA[NW];
+    __shared__ float2 redB[NW];
+    __shared__ __align__(8) uint64_t pbar;
+
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int wid = tid >> 5;
+    const int nvec = C >> 3;
+    const int rowA = 2 * (int)blockIdx.x;
+    const int rowB = rowA + 1;
+    const bool hasB = rowB < N;  // block-uniform
+    const uint32_t bar = smem_u32(&pbar);
+
+    if (hasB && tid == 0) {
+        mbar_init(bar, 1u);
+        fence_mbarrier_init();
+        fence_proxy_async_smem();
+        const uint32_t bytes = (uint32_t)nvec * 16u;
+        mbar_arrive_expect_tx(bar, bytes);
+        const uint64_t pol = make_load_policy();
+        const char* src = reinterpret_cast<const char*>(in + (size_t)rowB * C);
+        const uint32_t dst = smem_u32(pair_smem);
+        for (uint32_t off = 0; off < bytes; off += kBulkChunk) {
+            const uint32_t n = min(kBulkChunk, bytes - off);
+            bulk_g2s(dst + off, src + off, n, bar, pol);
+        }
+    }
+
+    {  // Row A: registers.
+        const uint4* x = reinterpret_cast<const uint4*>(in) + (size_t)rowA * nvec;
+        uint4* y = reinterpret_cast<uint4*>(out) + (size_t)rowA * nvec;
+        float e[V][8], r[V], s[V], f[V];
+        load_exp<V, BS>(x, tid, nvec, e, r, s);
+        float Rw, Sw;
+        warp_partial<V>(r, s, f, Rw, Sw);
+        float Rb, Sb, G;
+        block_combine<NW>(Rw, Sw, redA, lane, wid, Rb, Sb, G);  // barrier: mbarrier init visible
+        scale_store<V, BS>(y, tid, nvec, e, f, G * (1.0f / Sb));
+    }
+    if (!hasB) return;
+
+    {  // Row B: from shared memory.
+        mbar_wait_parity(bar, 0u);
+        const uint4* sb = reinterpret_cast<const uint4*>(pair_smem);
+        uint4* y = reinterpret_cast<uint4*>(out) + (size_t)rowB * nvec;
+        uint32_t d[V][4];
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+            const int i = tid + k * BS;
+            uint4 v = make_uint4(kNegInfBF2, kNegInfBF2, kNegInfBF2, kNegInfBF2);
+            if (i < nvec) v = sb[i];
+            d[k][0] = v.x;
+            d[k][1] = v.y;
+            d[k][2] = v.z;
+            d[k][3] = v.w;
+        }
+        float e[V][8], r[V], s[V], f[V];
+#pragma unroll
+        for (int k = 0; k < V; ++k) chunk_exp(d[k], e[k], r[k], s[k]);
+        float Rw, Sw;
+        warp_partial<V>(r, s, f, Rw, Sw);
+        float Rb, Sb, G;
+        block_combine<NW>(Rw, Sw, redB, lane, wid, Rb, Sb, G);
+        scale_store<V, BS>(y, tid, nvec, e, f, G * (1.0f / Sb));
+    }
+}
+#endif  // SOFTMAX_PAIR_ROWS
+
+// ---------------------------------------------------------------------------------------
+// Generic two-pass kernel (natural-log online partials).
+// It handles any C or alignment when VEC == false, and C % 8 == 0 with aligned pointers
+// when VEC == true. blockDim.x must be a multiple of 32, <= 1024.
+// ---------------------------------------------------------------------------------------
+__device__ __forceinline__ void combine(float& m, float& s, float m2, float s2) {
+    const float M = fmaxf(m, m2);
+    const float Ms = safe_max(M);
+    s = s * expf(m - Ms) + s2 * expf(m2 - Ms);
+    m = M;
+}
+
+__device__ __forceinline__ void online_add(float& m, float& s, float v) {
+    if (v > m) {
+        s = s * expf(m - v);
+        m = v;
+    }
+    s += expf(v - safe_max(m));
+}
+
+__device__ __forceinline__ void warp_reduce(float& m, float& s) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
+        const float s2 = __shfl_xor_sync(0xffffffffu, s, off);
+        combine(m, s, m2, s2);
+    }
+}
+
+__device__ __forceinline__ void block_reduce(float& m, float& s, float2* red, int lane, int wid,
+                                             int nw) {
+    warp_reduce(m, s);
+    if (lane == 0) red[wid] = make_float2(m, s);
+    __syncthreads();
+    const float2 p = (lane < nw) ? red[lane] : make_float2(-INFINITY, 0.0f);
+    m = p.x;
+    s = p.y;
+    warp_reduce(m, s);
+}
+
+__device__ __forceinline__ uint4 make_out(const uint32_t (&w)[4], float Ms, float inv) {
+    uint4 o;
+    o.x = pack_bf2(expf(bf_lo(w[0]) - Ms) * inv, expf(bf_hi(w[0]) - Ms) * inv);
+    o.y = pack_bf2(expf(bf_lo(w[1]) - Ms) * inv, expf(bf_hi(w[1]) - Ms) * inv);
+    o.z = pack_bf2(expf(bf_lo(w[2]) - Ms) * inv, expf(bf_hi(w[2]) - Ms) * inv);
+    o.w = pack_bf2(expf(bf_lo(w[3]) - Ms) * inv, expf(bf_hi(w[3]) - Ms) * inv);
+    return o;
+}
+
+template <bool VEC>
+__global__ void __launch_bounds__(1024)
+    softmax_generic(__nv_bfloat16* __restrict__ out, const __nv_bfloat16* __restrict__ in, int N,
+                    int C) {
+    __shared__ float2 red[32];
+    const int tid = threadIdx.x;
+    const int bs = blockDim.x;
+    const int lane = tid & 31;
+    const int wid = tid >> 5;
+    const int nw = bs >> 5;
+    const uint64_t pol = make_load_policy();
+
+    for (int row = blockIdx.x; row < N; row += gridDim.x) {
+        float m = -INFINITY, s = 0.0f;
+        if (VEC) {
+            const int nvec = C >> 3;
+            const uint4* x = reinterpret_cast<const uint4*>(in) + (size_t)row * nvec;
+            for (int i = tid; i < nvec; i += bs) {
+                const uint4 v = ld_in_v4(x + i, pol);
+                const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    online_add(m, s, bf_lo(w[j]));
+                    online_add(m, s, bf_hi(w[j]));
+                }
+            }
+        } else {
+            const __nv_bfloat16* x = in + (size_t)row * C;
+            for (int j = tid; j < C; j += bs) online_add(m, s, __bfloat162float(x[j]));
+        }
+
+        block_reduce(m, s, red, lane, wid, nw);
+        const float Ms = safe_max(m);
+        const float inv = 1.0f / s;
+
+        if (VEC) {
+            const int nvec = C >> 3;
+            const uint4* x = reinterpret_cast<const uint4*>(in) + (size_t)row * nvec;
+            uint4* y = reinterpret_cast<uint4*>(out) + (size_t)row * nvec;
+            for (int i = tid; i < nvec; i += bs) {
+                const uint4 v = ld_in_v4(x + i, pol);
+                const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+                y[i] = make_out(w, Ms, inv);
+            }
+        } else {
+            const __nv_bfloat16* x = in + (size_t)row * C;
+            __nv_bfloat16* y = out + (size_t)row * C;
+            for (int j = tid; j < C; j += bs)
+                y[j] = __float2bfloat16_rn(expf(__bfloat162float(x[j]) - Ms) * inv);
+        }
+        if (row + (int)gridDim.x < N) __syncthreads();  // protect red[] before reuse
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Host-side launchers
+// ---------------------------------------------------------------------------------------
+template <int V>
+inline void launch_warp(__nv_bfloat16* out, const __nv_bfloat16* in, int N, int C) {
+    constexpr int WPB = 4;
+    const int grid = (int)(((long long)N + WPB - 1) / WPB);
+    softmax_warp_reg<V, WPB><<<grid, WPB * 32>>>(out, in, N, C);
+}
+
+template <int BS, int V>
+inline void launch_block(__nv_bfloat16* out, const __nv_bfloat16* in, int N, int C) {
+    softmax_block_reg<BS, V><<<N, BS>>>(out, in, N, C);
+}
+
+int num_sms() {
+    static int n = 0;
+    if (n == 0) {
+        int dev = 0;
+        int v = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+            v <= 0) {
+            (void)cudaGetLastError();
+            v = 1;  // conservative: the split path then needs N*k <= blocks per SM
+        }
+        n = v;
+    }
+    return n;
+}
+
+// One epoch counter for every split launch (all instantiations share the scratch), so a
+// stale word can never carry the current epoch. 0 is never used (scratch starts zeroed).
+uint32_t next_epoch() {
+    static uint32_t ep = 0;
+    ++ep;
+    if (ep == 0) ep = 1;
+    return ep;
+}
+
+// Launch the split kernel with k CTAs per row if all N*k CTAs can be co-resident
+// (checked once per instantiation, cached). Returns false if not launched.
+template <int BS, int V>
+bool try_split(__nv_bfloat16* out, const __nv_bfloat16* in, int N, int C, int k) {
+    static int cap = -1;
+    void (*kern)(__nv_bfloat16*, const __nv_bfloat16*, int, uint32_t) = softmax_split<BS, V>;
+    if (cap < 0) {
+        int nb = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, kern, BS, 0) != cudaSuccess) {
+            (void)cudaGetLastError();
+            nb = 0;
+        }
+        cap = nb * num_sms();
+    }
+    if (N * k > cap) return false;
+
+    uint32_t ep = next_epoch();
+    const dim3 grid((unsigned)k, (unsigned)N, 1u);
+#if SOFTMAX_SPLIT_COOP
+    void* args[] = {(void*)&out, (void*)&in, (void*)&C, (void*)&ep};
+    if (cudaLaunchCooperativeKernel((const void*)kern, grid, dim3(BS, 1, 1), args, 0,
+                                    (cudaStream_t)0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+#else
+    softmax_split<BS, V><<<grid, BS>>>(out, in, C, ep);
+    if (cudaGetLastError() != cudaSuccess) return false;
+#endif
+    return true;
+}
+
+// Split path for small N and long rows: k CTAs per row, so that about 128 CTAs stream
+// the matrix. Larger k is chosen when a slice would not fit the largest configuration.
+bool launch_split(__nv_bfloat16* out, const __nv_bfloat16* in, int N, int C) {
+    const int nvec = C >> 3;
+    int k = (N <= 16) ? 8 : ((N <= 32) ? 4 : SOFTMAX_SPLIT_K64);
+    if (k < 2) k = 2;
+    if (k > kMaxSplitK) k = kMaxSplitK;
+    while (k < kMaxSplitK && (nvec + k - 1) / k > 2048) k <<= 1;
+    for (; k >= 2; k >>= 1) {
+        if (N * k > kMaxSplitSlots) continue;
+        const int slice = (nvec + k - 1) / k;
+        if (slice > 2048) break;  // smaller k only makes the slice longer
+        bool ok = false;
+        if (slice <= 64)        ok = try_split<64, 1>(out, in, N, C, k);
+        else if (slice <= 128)  ok = try_split<128, 1>(out, in, N, C, k);
+        else if (slice <= 256)  ok = try_split<256, 1>(out, in, N, C, k);
+        else if (slice <= 512)  ok = try_split<256, 2>(out, in, N, C, k);
+        else if (slice <= 1024) ok = try_split<512, 2>(out, in, N, C, k);
+        else                    ok = try_split<1024, 2>(out, in, N, C, k);
+        if (ok) return true;
+    }
+    return false;
+}
+
+#if SOFTMAX_SPLIT_MODE == 2
+template <int BS, int V>
+bool try_cluster(__nv_bfloat16* out, const __nv_bfloat16* in, int N, int C, int k) {
+    static int max_clusters[kMaxCluster + 1] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
+    void (*kern)(__nv_bfloat16*, const __nv_bfloat16*, int, int) = softmax_cluster<BS, V>;
+
+#if SOFTMAX_CLUSTER_BIG_SMEM
+    static int attr_state = 0;  // 0: not set yet, 1: ok, -1: failed
+    if (attr_state == 0) {
+        if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 kClusterSmemBytes) == cudaSuccess) {
+            attr_state = 1;
+        } else {
+            (void)cudaGetLastError();
+            attr_state = -1;
+        }
+    }
+    if (attr_state < 0) return false;
+    const size_t dyn_smem = (size_t)kClusterSmemBytes;
+#else
+    const size_t dyn_smem = 0;
+#endif
+
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)k;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(N * k), 1, 1);
+    cfg.blockDim = dim3(BS, 1, 1);
+    cfg.dynamicSmemBytes = dyn_smem;
+    cfg.stream = 0;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+
+    if (max_clusters[k] < 0) {
+        int n = 0;
+        if (cudaOccupancyMaxActiveClusters(&n, (const void*)kern, &cfg) != cudaSuccess) {
+            (void)cudaGetLastError();
+            n = 0;
+        }
+        max_clusters[k] = n;
+    }
+    if (N > max_clusters[k]) return false;
+
+    if (cudaLaunchKernelEx(&cfg, kern, out, in, N, C) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return true;
+}
+
+bool launch_cluster(__nv_bfloat16* out, const __nv_bfloat16* in, int N, int C) {
+    const int nvec = C >> 3;
+    const int kdes = (N <= 16) ? 8 : ((N <= 32) ? 4 : 2);
+    for (int k = kdes; k >= 2; k >>= 1) {
+        const int slice = (nvec + k - 1) / k;
+        bool ok = false;
+        if (slice <= 64)        ok = try_cluster<64, 1>(out, in, N, C, k);
+        else if (slice <= 128)  ok = try_cluster<128, 1>(out, in, N, C, k);
+        else if (slice <= 256)  ok = try_cluster<256, 1>(out, in, N, C, k);
+        else if (slice <= 512)  ok = try_cluster<256, 2>(out, in, N, C, k);
+        else if (slice <= 1024) ok = try_cluster<256, 4>(out, in, N, C, k);
+        else if (slice <= 2048) ok = try_cluster<512, 4>(out, in, N, C, k);
+        if (ok) return true;
+    }
+    return false;
+}
+#endif  // SOFTMAX_SPLIT_MODE == 2
+
+#if SOFTMAX_PAIR_ROWS
+bool launch_pair(__nv_bfloat16* out, const __nv_bfloat16* in, int N, int C) {
+    const int nvec = C >> 3;  // in (1024, 2048]: dynamic smem <= 32 KB
+    softmax_pair<1024, 2><<<(N + 1) / 2, 1024, (size_t)nvec * 16>>>(out, in, N, C);
+    return cudaGetLastError() == cudaSuccess;
+}
+#endif
+
+}  // namespace
+
+extern "C" void softmax_bf16(__nv_bfloat16* out, const __nv_bfloat16* input, int N, int C) {
+    if (N > 0 && C > 0) {
+        const bool aligned =
+            ((reinterpret_cast<uintptr_t>(out) | reinterpret_cast<uintptr_t>(input)) & 15u) == 0;
+        if ((C & 7) == 0 && aligned) {
+            const int nvec = C >> 3;
+            bool done = false;
+#if SOFTMAX_SPLIT_MODE == 1
+            if (N <= 64 && nvec >= SOFTMAX_SPLIT_MIN_NVEC) done = launch_split(out, input, N, C);
+#elif SOFTMAX_SPLIT_MODE == 2
+            if (N <= 64 && nvec >= 2048) done = launch_cluster(out, input, N, C);
+#endif
+#if SOFTMAX_PAIR_ROWS
+            if (!done && nvec > 1024 && nvec <= 2048 && N >= SOFTMAX_PAIR_MIN_N)
+                done = launch_pair(out, input, N, C);
+#endif
+            if (!done) {
+                if (nvec <= 32)        launch_warp<1>(out, input, N, C);        // C <= 256
+                else if (nvec <= 64)   launch_warp<2>(out, input, N, C);        // C <= 512
+                else if (nvec <= 128)  launch_warp<4>(out, input, N, C);        // C <= 1024
+                else if (nvec <= 256)  launch_block<128, 2>(out, input, N, C);  // C <= 2048
+                else if (nvec <= 512)  launch_block<256, 2>(out, input, N, C);  // C <= 4096
+                else if (nvec <= 1024) launch_block<256, 4>(out, input, N, C);  // C <= 8192
+#if SOFTMAX_C16K_BS1024
+                else if (nvec <= 2048) launch_block<1024, 2>(out, input, N, C); // C <= 16384
+#else
+                else if (nvec <= 2048) launch_block<512, 4>(out, input, N, C);  // C <= 16384
+#endif
+                else if (nvec <= 4096) launch_block<512, 8>(out, input, N, C);  // C <= 32768
+                else softmax_generic<true><<<N, 1024>>>(out, input, N, C);
+            }
+        } else {
+            int threads = (C + 3) / 4;
+            threads = (threads + 31) & ~31;
+            if (threads < 32) threads = 32;
+            if (threads > 1024) threads = 1024;
+            softmax_generic<false><<<N, threads>>>(out, input, N, C);
+        }
+    }
+    cudaDeviceSynchronize();
+}
