@@ -274,6 +274,14 @@ def test_a_helper_without_cores_of_its_own_is_stopped_inside_quiet_and_runs_agai
     assert eventually(lambda: _state(pid) != "T")
 
 
+def test_a_ctrl_c_at_the_terminal_reaches_the_coordinator_not_the_helper(preparer):
+    # the terminal signals its foreground process group: the helper is outside ours, so the
+    # evaluation under way can finish (and the helper exits when the coordinator's socket closes)
+    task = get_task("vector_add")
+    preparer.take(task, "fp32", task.cases("paper")[0], 0)
+    assert os.getpgid(preparer._proc.pid) != os.getpgrp()
+
+
 def test_a_generator_error_is_one_line_and_the_helper_goes_on(preparer):
     task = get_task("vector_add")
     bad = Case("paper", 99, {"N": -5})  # a negative size

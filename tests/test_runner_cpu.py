@@ -5,6 +5,8 @@ prices, a task that breaks alone, and the results table."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from dataclasses import asdict
 
 import pytest
@@ -116,6 +118,56 @@ def test_one_tasks_unexpected_error_fails_that_task_not_the_run(tmp_path):
     assert states["RELU-fp32"].status == "failed"
     assert states["RELU-fp32"].detail.startswith("KeyError: 'layout' (see ")
     assert "Traceback" in (run / "RELU-fp32" / "error.log").read_text()
+
+
+def test_ctrl_c_lets_each_running_step_finish_and_begins_no_other(tmp_path):
+    """Ctrl-C reaches the coordinator while three tasks' candidates are being evaluated: one
+    evaluation finishes and is kept, one breaks (a helper process that the signal killed) and
+    is tried again later, not called a failure; resume redoes only what was not kept."""
+    tasks = ["vector_add-fp32", "RELU-fp32", "sigmoid-fp32"]
+    run = replayed(tmp_path, tasks)
+    manifest = json.loads((run / "run.json").read_text())
+    RunDir(run).write_manifest({**manifest, "concurrency": 3})
+    all_in = threading.Barrier(3, timeout=10)
+
+    def stopping() -> None:
+        deadline = time.monotonic() + 10
+        while json.loads((run / "run.json").read_text())["status"] != "interrupted":
+            assert time.monotonic() < deadline, "the run never said it was stopping"
+            time.sleep(0.01)
+
+    class AtCtrlC(FakeBackend):
+        def __init__(self, op: str) -> None:
+            super().__init__()
+            self.op = op
+
+        def evaluate(self, subs):
+            if subs[0].name != "baseline":
+                all_in.wait()
+                if self.op == "vector_add":
+                    raise KeyboardInterrupt  # the signal, as the coordinator gets it
+                stopping()
+                if self.op == "sigmoid":
+                    raise BrokenPipeError(32, "Broken pipe")
+            return super().evaluate(subs)
+
+    with pytest.raises(KeyboardInterrupt):
+        runner.execute(RunDir(run), backends=lambda t, v: AtCtrlC(t.name))
+    states = {t: RunDir(run).load_state(run / t) for t in tasks}
+    assert json.loads((run / "run.json").read_text())["status"] == "interrupted"
+    finished = states["RELU-fp32"]
+    assert finished.status == "interrupted" and finished.round == 1
+    assert finished.best.label == "round1-c1"  # its evaluation was kept
+    assert finished.detail.startswith("the run was stopped before profiling round1-c1")
+    broken = states["sigmoid-fp32"]
+    assert broken.status == "interrupted" and broken.detail.startswith("BrokenPipeError")
+    assert broken.round == 0
+    backends: dict[str, FakeBackend] = {}
+    again = runner.execute(RunDir(run), backends=gpu(backends))
+    assert {t: s.status for t, s in again.items()} == dict.fromkeys(tasks, "done")
+    assert backends["RELU-fp32"].names("evaluate") == []  # nothing kept is measured again
+    assert backends["sigmoid-fp32"].names("evaluate") == [["round1-c1"]]
+    assert backends["vector_add-fp32"].names("evaluate") == [["round1-c1"]]
 
 
 def test_an_unpriced_model_with_a_cost_budget_is_refused_unless_priced(tmp_path):

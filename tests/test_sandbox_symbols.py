@@ -67,31 +67,47 @@ def test_code_built_on_cub_and_thrust_passes_the_static_checks():
     assert [f.split(" (")[0] for f in with_nvtx.forbidden] == ["calls dlopen", "calls dlsym"]
 
 
-def test_nvcc_gets_an_environment_without_secrets(tmp_path, monkeypatch):
+@pytest.fixture
+def fake_nvcc(tmp_path, monkeypatch):
+    """A stand-in nvcc that writes its environment to env.txt and its process group to
+    pgid.txt; yields a function that builds a kernel with it."""
     fake = tmp_path / "nvcc"
-    seen = tmp_path / "env.txt"
     fake.write_text(
         "#!/bin/sh\n"
         'case "$*" in *--version*) echo "Cuda compilation tools, release 13.0, V13.0.48";'
         " exit 0;; esac\n"
-        f'env > "{seen}"\n'
+        f'env > "{tmp_path / "env.txt"}"\n'
+        f'cut -d" " -f5 /proc/$$/stat > "{tmp_path / "pgid.txt"}"\n'
         'while [ "$#" -gt 0 ]; do [ "$1" = "-o" ] && : > "$2"; shift; done\n'
     )
     fake.chmod(0o755)
     monkeypatch.setenv("CUDAMASTER_NVCC", str(fake))
     monkeypatch.setenv("CUDAMASTER_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-do-not-leak")
-    monkeypatch.setenv("HF_TOKEN", "hf-do-not-leak")
-    monkeypatch.setenv("CUDAMASTER_PLAIN", "kept")
     build_module.nvcc.cache_clear()
     build_module.nvcc_version.cache_clear()
-    try:
+
+    def build_one() -> None:
         source = tmp_path / "k.cu"
         source.write_text('extern "C" void vector_add() {}\n')
         build(source, ARCH)
-    finally:
-        build_module.nvcc.cache_clear()
-        build_module.nvcc_version.cache_clear()
-    env = seen.read_text()
+
+    yield build_one
+    build_module.nvcc.cache_clear()
+    build_module.nvcc_version.cache_clear()
+
+
+def test_nvcc_gets_an_environment_without_secrets(tmp_path, monkeypatch, fake_nvcc):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-do-not-leak")
+    monkeypatch.setenv("HF_TOKEN", "hf-do-not-leak")
+    monkeypatch.setenv("CUDAMASTER_PLAIN", "kept")
+    fake_nvcc()
+    env = (tmp_path / "env.txt").read_text()
     assert "CUDAMASTER_PLAIN=kept" in env and f"PATH={os.environ['PATH']}" in env
     assert "do-not-leak" not in env
+
+
+def test_a_ctrl_c_at_the_terminal_does_not_reach_nvcc(tmp_path, fake_nvcc):
+    # the terminal signals its foreground process group: nvcc is outside ours, so a Ctrl-C
+    # stops the run after the build instead of killing nvcc into a false compile error
+    fake_nvcc()
+    assert int((tmp_path / "pgid.txt").read_text()) != os.getpgrp()

@@ -12,7 +12,8 @@ A task stops at its rounds, at --sol-target, or after --patience rounds without 
 
 Every answer and every evaluation is kept in the run directory once whole, so running the loop
 again replays them and asks nothing twice; a step that waits for a model's answer
-(AnswerPending) or for a GPU (NeedsGpu) lets its siblings go as far as they can first.
+(AnswerPending) or for a GPU (NeedsGpu) lets its siblings go as far as they can first. Once the
+run is told to stop (Ctrl-C), a task finishes the step it is in and begins no other.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import logging
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from functools import cached_property, partial
@@ -63,6 +65,10 @@ STRATEGIES = (
     "launch overhead for small sizes (fewer launches and host calls, fusing, a path for the "
     "small cases)",
 )
+
+
+class Interrupted(Exception):
+    """The run was told to stop (Ctrl-C): the task begins no further step."""
 
 
 @dataclass
@@ -118,8 +124,11 @@ class Draft:
 class Optimizer:
     def __init__(self, task: Task, variant: str, provider: Provider, run: RunDir,
                  backend: Backend, options: LoopOptions, suite: str = "paper",
-                 budget: Budget | None = None) -> None:  # fmt: skip
+                 budget: Budget | None = None,
+                 stop: threading.Event | None = None) -> None:  # fmt: skip
+        """``stop``: once set, the task finishes the step it is in and begins no other."""
         self.task, self.variant, self.provider, self.run = task, variant, provider, run
+        self.stop = stop
         self.backend, self.options, self.suite = backend, options, suite
         self.dir = run.task_dir(task.name, variant)
         self.budget = budget or Budget(options.max_cost_usd, options.max_tokens,
@@ -130,11 +139,17 @@ class Optimizer:
         return facts.Brief.of(self.task, self.variant, self.suite, self.backend.device())
 
     # -- memoized pieces --------------------------------------------------------------------
+    def _begin(self, step: str) -> None:
+        """Interrupted, instead of beginning ``step``, once the run is told to stop."""
+        if self.stop is not None and self.stop.is_set():
+            raise Interrupted(f"the run was stopped before {step}")
+
     def _converse(self, key: str, messages: list[Message]) -> str:
         """The answer to ``messages``, asked once: replayed from the run directory after."""
         done = self.run.step(self.dir, key)
         if done is not None:
             return str(done["text"])
+        self._begin(f"asking for {key}")
         cap = self.provider.output_cap(self.options.llm)
         prompt_tokens = sum(count_tokens(m.content) or len(m.content) // 3 for m in messages)
         worst = Cost(self.provider.cost(Usage(prompt_tokens, cap)) or 0.0, prompt_tokens + cap)
@@ -167,6 +182,7 @@ class Optimizer:
         saved = [self.run.load_json(self.dir, f"evals/{d}-screen.json") for d in digests]
         todo = [s for s, x in zip(subs, saved, strict=True) if x is None]
         if todo:
+            self._begin("screening " + ", ".join(s.name for s in todo))
             for s in todo:
                 self.run.save_code(self.dir, s.name, s.source)
             t0 = time.monotonic()
@@ -184,6 +200,7 @@ class Optimizer:
                                              for s in subs)).encode()).hexdigest()[:16]  # fmt: skip
         saved = self.run.load_json(self.dir, f"evals/full-{key}.json")
         if saved is None:
+            self._begin("evaluating " + ", ".join(s.name for s in subs))
             for s in subs:
                 self.run.save_code(self.dir, s.name, s.source)
             t0 = time.monotonic()
@@ -202,6 +219,7 @@ class Optimizer:
         saved = self.run.load_json(self.dir, f"profiles/{digest}-{mode}.json")
         if saved is not None:
             return ProfileView(**saved)
+        self._begin(f"profiling {version.label}")
         t0 = time.monotonic()
         view = self.backend.profile(version.submission, mode, case)
         self.run.record_gpu(self.dir, "profile", time.monotonic() - t0, 1)
@@ -228,6 +246,8 @@ class Optimizer:
             state.status, state.detail = Status.STOPPED, str(exc)
         except ProviderError as exc:
             state.status, state.detail = Status.FAILED, str(exc)
+        except Interrupted as exc:
+            state.status, state.detail = Status.INTERRUPTED, f"{exc} (resume continues it)"
         self._save(state)
         return state
 

@@ -8,6 +8,7 @@ shared by its tasks (agents/budget.py). The run's settings live in run.json (nev
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -160,13 +161,14 @@ def execute(run: RunDir, progress: Callable[[str, TaskState], None] | None = Non
         _interrupted(run, m, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         raise
     _set_status(run, "running", None)
+    stop = threading.Event()  # set at Ctrl-C: the tasks begin no further step
 
     def one(pair: list[str]) -> tuple[str, TaskState]:
         name = f"{pair[0]}-{pair[1]}"
         try:
             task = get_task(pair[0])
             state = Optimizer(task, pair[1], provider, run, factory(task, pair[1]), options,
-                              m["suite"], budget).run_task()  # fmt: skip
+                              m["suite"], budget, stop).run_task()  # fmt: skip
         except Exception as exc:
             log.exception("%s failed", name)
             tdir = run.task_dir(pair[0], pair[1])
@@ -174,22 +176,29 @@ def execute(run: RunDir, progress: Callable[[str, TaskState], None] | None = Non
             (tdir / "error.log").write_text(traceback.format_exc())
             state = run.load_state(tdir)
             first = str(exc).splitlines()[0] if str(exc) else ""
-            state.status = Status.FAILED
+            # an error while the run stops may be the stop's doing: resume tries the step again
+            state.status = Status.INTERRUPTED if stop.is_set() else Status.FAILED
             state.detail = f"{type(exc).__name__}: {first} (see {tdir / 'error.log'})"
             run.save_state(tdir, state)
         if progress:
             progress(name, state)
         return name, state
 
+    pool = ThreadPoolExecutor(max_workers=max(1, int(m.get("concurrency", 4))))
     try:
-        with ThreadPoolExecutor(max_workers=max(1, int(m.get("concurrency", 4)))) as pool:
-            states = dict(pool.map(one, m["tasks"]))
-            while granted := hand_over(run, m["tasks"], states, options.rounds):
-                log.info("rounds handed over to %s", ", ".join(granted))
-                states.update(pool.map(one, [p for p in m["tasks"] if "-".join(p) in granted]))
+        states = dict(pool.map(one, m["tasks"]))
+        while granted := hand_over(run, m["tasks"], states, options.rounds):
+            log.info("rounds handed over to %s", ", ".join(granted))
+            states.update(pool.map(one, [p for p in m["tasks"] if "-".join(p) in granted]))
     except BaseException as exc:  # Ctrl-C: the tasks keep their states, the run says so
+        stop.set()
         _set_status(run, "interrupted", f"{type(exc).__name__} {exc}".strip())
+        log.warning("stopping: each running task finishes the step it is in, and keeps it "
+                    "(Ctrl-C again to quit at once; `cudamaster resume %s` goes on)",
+                    run.root)  # fmt: skip
+        pool.shutdown(wait=True, cancel_futures=True)
         raise
+    pool.shutdown()
     _set_status(run, run_status(states), None)
     return states
 

@@ -314,9 +314,11 @@ def _compile(
     cmd = [nvcc(), *flags, "-o", str(library), str(out_dir / "source.cu"), *link]
     log.debug("nvcc: %s", " ".join(cmd))
     try:
-        proc = subprocess.run(  # nvcc (and the host compiler) never see the keys
+        # nvcc (and the host compiler) never see the keys; in a session of its own, so that a
+        # Ctrl-C at the terminal does not kill it into a compile error (the caller stops)
+        proc = subprocess.run(
             cmd, capture_output=True, text=True, check=False, timeout=NVCC_TIMEOUT_S,
-            env=without_secrets(),
+            env=without_secrets(), start_new_session=True,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
         log_path.write_text(f"$ {' '.join(cmd)}\nnvcc timed out after {NVCC_TIMEOUT_S} s\n")

@@ -295,7 +295,9 @@ class Preparer:
         self._cases.clear()
         if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
-        # a fresh interpreter (not fork: the coordinator has threads), talking over a socket
+        # a fresh interpreter (not fork: the coordinator has threads), talking over a socket; in
+        # a session of its own, so that a Ctrl-C at the terminal reaches the coordinator alone
+        # (which lets the evaluation under way finish); it exits when the socket closes
         ours, theirs = socket.socketpair()
         with theirs:
             self._proc = subprocess.Popen(
@@ -303,6 +305,7 @@ class Preparer:
                 pass_fds=(theirs.fileno(),),
                 env={**worker_env(), **cpus.env(self.cores)},
                 stdin=subprocess.DEVNULL,
+                start_new_session=True,
             )
         self._conn = Connection(ours.detach())
 

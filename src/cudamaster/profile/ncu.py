@@ -171,8 +171,10 @@ def run_ncu(
             sys.executable, "-m", "cudamaster.profile.target", str(spec_path),
         ]  # fmt: skip
         try:
+            # a session of its own: a Ctrl-C at the terminal stops the caller, not the profile
             proc = subprocess.run(cmd, capture_output=True, text=True, env=worker_env(),
-                                  timeout=timeout_s, check=False)  # fmt: skip
+                                  timeout=timeout_s, check=False,
+                                  start_new_session=True)  # fmt: skip
         except subprocess.TimeoutExpired:
             return ProfileResult(ok=False, error=f"ncu timed out after {timeout_s:.0f} s",
                                  wall_s=time.monotonic() - t0)  # fmt: skip

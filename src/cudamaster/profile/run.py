@@ -153,8 +153,10 @@ def sanitize(
         cmd = [exe, "--tool", tool, "--print-limit", "20", sys.executable, "-m",
                "cudamaster.profile.target", str(work / "target.json")]  # fmt: skip
         try:
+            # a session of its own: a Ctrl-C at the terminal stops the caller, not the check
             proc = subprocess.run(cmd, capture_output=True, text=True, env=worker_env(),
-                                  timeout=timeout_s, check=False)  # fmt: skip
+                                  timeout=timeout_s, check=False,
+                                  start_new_session=True)  # fmt: skip
         except subprocess.TimeoutExpired:
             return f"(compute-sanitizer {tool} timed out after {timeout_s:.0f} s)"
         lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "=========" in ln]
