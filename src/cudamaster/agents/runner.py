@@ -193,9 +193,11 @@ def execute(run: RunDir, progress: Callable[[str, TaskState], None] | None = Non
     except BaseException as exc:  # Ctrl-C: the tasks keep their states, the run says so
         stop.set()
         _set_status(run, "interrupted", f"{type(exc).__name__} {exc}".strip())
-        log.warning("stopping: each running task finishes the step it is in, and keeps it "
-                    "(Ctrl-C again to quit at once; `cudamaster resume %s` goes on)",
-                    run.root)  # fmt: skip
+        log.warning(
+            "stopping: each running task finishes the step it is in (a minute or two "
+            "at most) and keeps it; `cudamaster resume %s` goes on",
+            run.root,
+        )
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown()
