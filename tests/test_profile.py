@@ -178,14 +178,10 @@ def test_a_multi_kernel_profile_shows_each_kernel_with_its_share_of_the_time():
 
 def _one_fake_gpu(monkeypatch) -> None:
     """device.targets answers with one fake GPU, "Fake GPU" (uuid GPU-f)."""
-    from conftest import DEVICE_EXTRAS
     from cudamaster import device
     from cudamaster.gpus import Gpu
 
-    facts = device.DeviceFacts(name="Fake GPU", uuid="GPU-f", driver="1", nvcc="13",
-                               compute_capability="90", sm_count=4, l2_bytes=1, memory_mib=1,
-                               copy_gbs=1.0, fp32_tflops=1.0, bf16_tflops=1.0,
-                               **DEVICE_EXTRAS)  # fmt: skip
+    facts = _device("Fake GPU", "GPU-f")
     monkeypatch.setattr(
         device, "targets", lambda spec: ([Gpu(0, "GPU-f", "Fake GPU")], {"GPU-f": facts})
     )
